@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `make test`: installs what it needs, then lint, host unit tests and VM tests (real
+# kernel, Soft-RoCE). Every stage writes a go-test-style log under build/logs; the
+# closing summary ("N passed, N failed, N skipped") counts them all. Exits non-zero
+# when anything failed, after printing the summary.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOGS=build/logs
+rm -rf "$LOGS"; mkdir -p "$LOGS"
+
+stage() { printf '\n==== %s\n' "$*" >&2; }
+# check NAME CMD...: one lint check as a go-test-style result line.
+check() {
+  local name=$1; shift
+  local out; out=$("$@" 2>&1); local rc=$?
+  if [[ $rc == 0 && -z $out ]]; then echo "--- PASS: $name"
+  else printf '%s\n' "$out"; echo "--- FAIL: $name"; fi
+}
+
+stage "deps"
+if ! scripts/deps.sh; then echo "--- FAIL: deps" > "$LOGS/deps.log"; fi
+
+stage "lint (gofmt, go vet, staticcheck)"
+{
+  check lint/gofmt gofmt -l .
+  check lint/govet sh -c 'go vet ./... 2>&1 | grep -v "^#" || true'
+  check lint/staticcheck sh -c "${CACHE:-.cache}/bin/staticcheck ./... 2>&1 || true"
+} | tee "$LOGS/lint.log"
+
+stage "host unit tests"
+go test -count=1 -v ./... 2>&1 | tee "$LOGS/host.log" | grep -E '^(ok|FAIL|---|\s+--- FAIL|panic)' 
+
+if [[ ${SKIP_VM:-0} != 1 ]]; then
+  stage "VM tests (real kernel, rdma_rxe)"
+  make --no-print-directory vmtest 2>&1 | tee "$LOGS/vm.log" | grep -E '^(ok|FAIL|---|\s+--- FAIL|panic|\[vm)'
+fi
+
+stage "summary"
+go run ./internal/cmd/testsummary "$LOGS"/*.log

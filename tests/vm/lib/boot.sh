@@ -1,0 +1,96 @@
+# shellcheck shell=bash
+# Boots the image under qemu and turns the serial console into results: "@@VM" marker
+# lines from the guest's /init drive a small state machine, test output between
+# BEGIN and END goes to stdout unchanged, and everything goes to the serial log.
+
+# vm_boot: sets FAILURES (the number of harness-level FAIL lines printed).
+vm_boot() {
+  # TCG only: this host's /dev/kvm is PVM-only and a stock guest kernel hangs on it.
+  # idle=halt: an MWAIT-idle vCPU under TCG wakes only on its next tick (4 ms at HZ=250),
+  # which made every cross-vCPU wakeup cost ~4 ms; a HLT-idle one wakes on the IPI.
+  local append="console=ttyS0,115200 panic=-1 loglevel=4 idle=halt $VM_APPEND"
+  local qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$VM_SMP" -m "$VM_MEM"
+              -nodefaults -no-user-config -nographic -serial stdio -monitor none -no-reboot
+              -kernel "$KIMG" -initrd "$INITRD" -append "$append")
+  log "boot: ${qemu[*]}"
+  log "serial log: $SERIAL_LOG"
+  : > "$SERIAL_LOG"
+  ln -sfn "${SERIAL_LOG##*/}" "$BUILDDIR/serial-latest.log"
+
+  # Relay state, read back after the pipeline (lastpipe keeps relay in this shell).
+  REACHED_INIT=0 SETUP="" DONE=0 CURRENT="" FAILURES=0
+  declare -gA RESULT_RC=()
+  local tb=$EPOCHREALTIME
+  shopt -s lastpipe
+  timeout -k 5 "$VM_TIMEOUT" "${qemu[@]}" </dev/null 2>&1 | vm_relay "$tb"
+  local qrc=${PIPESTATUS[0]}
+  shopt -u lastpipe
+  log "qemu exit $qrc after $(elapsed "$tb") s"
+
+  local why name
+  if ((qrc == 124 || qrc == 137)); then why="VM timed out after ${VM_TIMEOUT}s"
+  else why="VM stopped before /init finished (qemu exit $qrc; kernel panic?)"; fi
+  if ((!REACHED_INIT)); then
+    fail_line vm/boot "kernel did not reach /init: $why"
+  elif ((!DONE)); then
+    fail_line vm/boot "$why"
+    [[ -n $SETUP ]] || fail_line vm/setup "no setup result"
+    if [[ -n $CURRENT ]]; then
+      fail_line "vm/$CURRENT" "no result: $why"
+      RESULT_RC[$CURRENT]=none
+    fi
+  fi
+  for name in "${GUEST_NAMES[@]}"; do
+    [[ -n ${RESULT_RC[$name]:-} ]] || fail_line "vm/$name" "not run"
+  done
+  printf '[%s] qemu exit %s; harness failures %s\n' "$(date +%T)" "$qrc" "$FAILURES" >> "$SERIAL_LOG"
+}
+
+fail_line() { result FAIL "$1" "$2"; FAILURES=$((FAILURES + 1)); }
+
+# vm_relay T0: reads the serial console until qemu exits.
+vm_relay() {
+  local t0=${1/./} line now el name rc pre passed=0
+  while IFS= read -r line || [[ -n $line ]]; do
+    line=${line//$'\r'/}
+    now=${EPOCHREALTIME/./}; el=$(((now - t0) / 100000))
+    printf '[%4d.%d] %s\n' $((el / 10)) $((el % 10)) "$line" >> "$SERIAL_LOG"
+    if [[ -n $CURRENT ]]; then
+      if [[ $line == *"@@VM END "* ]]; then
+        # Output that did not end in a newline shares its line with the marker.
+        pre=${line%%@@VM END *}
+        [[ -n $pre ]] && printf '%s\n' "$pre"
+        [[ $pre == PASS ]] && passed=1
+        rc=${line##*rc=}
+        RESULT_RC[$CURRENT]=$rc
+        log "$CURRENT: exit $rc"
+        if [[ $rc != 0 ]]; then
+          fail_line "vm/$CURRENT" "exit $rc"
+        elif ((!passed)) && [[ $CURRENT == *.test ]]; then
+          # A go test binary that exits 0 prints PASS last; anything else was cut short.
+          fail_line "vm/$CURRENT" "exit 0 without a PASS line"
+        fi
+        CURRENT=""
+      else
+        printf '%s\n' "$line"
+        [[ $line == PASS ]] && passed=1
+      fi
+      continue
+    fi
+    [[ $VM_VERBOSE == 1 ]] && printf '%s\n' "$line" >&2
+    case $line in
+      *"@@VM INIT "*) REACHED_INIT=1; log "reached /init after $((el / 10)).$((el % 10)) s: ${line#*@@VM INIT }" ;;
+      *"@@VM STEP "*) log "guest: ${line#*@@VM STEP }" ;;
+      *"@@VM SETUP OK"*)
+        SETUP=ok; result PASS vm/setup
+        log "setup ok: ${line#*@@VM SETUP OK }" ;;
+      *"@@VM SETUP FAIL "*)
+        SETUP=fail; fail_line vm/setup "${line#*@@VM SETUP FAIL }" ;;
+      *"@@VM BEGIN "*)
+        CURRENT=${line#*@@VM BEGIN }; passed=0
+        log "running $CURRENT" ;;
+      *"@@VM DONE"*) DONE=1 ;;
+      *"Kernel panic"* | *"BUG: "* | *"Call Trace:"*) log "guest kernel: $line" ;;
+    esac
+  done
+}

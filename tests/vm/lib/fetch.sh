@@ -1,0 +1,89 @@
+# shellcheck shell=bash
+# Debian packages for the VM, fetched with apt-get into a private apt state per suite so
+# the host's apt configuration and lists are never touched. Every download lands under
+# $VMCACHE (one ignored folder): apt/<suite>/ holds lists, debs/<suite>/ the .debs.
+
+# Packages never worth following when closing a dependency set: maintainer-script and
+# system plumbing that an initramfs running one /init does not need. Pruning them also
+# prunes what only they depend on (perl, debconf, PAM, systemd).
+DENY_PKGS=" debconf cdebconf perl-base perl dpkg libc-bin coreutils base-files base-passwd
+  init-system-helpers adduser lsb-base sysvinit-utils usrmerge usr-is-merged libpam-runtime
+  libpam-modules libpam-modules-bin passwd login tzdata systemd systemd-sysv udev
+  libcap2-bin python3 mount util-linux bash dash readline-common sensible-utils "
+
+# apt_use SUITE: point APTOPTS at SUITE's private apt state, refreshing its lists when
+# they are missing or older than 12 hours. bookworm/trixie also get their -updates and
+# -security suites, so the kernel and libs are the ones a patched system has.
+apt_use() {
+  local suite=$1 d="$VMCACHE/apt/$1"
+  mkdir -p "$d/lists/partial" "$d/cache/archives/partial"
+  {
+    echo "deb $MIRROR $suite main"
+    case $suite in
+      bookworm | trixie)
+        echo "deb $MIRROR $suite-updates main"
+        echo "deb ${MIRROR%/debian}/debian-security $suite-security main" ;;
+    esac
+  } > "$d/sources.list"
+  APTOPTS=(-o Dir::Etc::sourcelist="$d/sources.list" -o Dir::Etc::sourceparts=-
+           -o Dir::State::Lists="$d/lists" -o Dir::Cache="$d/cache"
+           -o Dir::State::status=/dev/null
+           -o APT::Sandbox::User=root -o Debug::NoLocking=1 -o Acquire::Retries=3)
+  if [[ ! -e $d/updated || -n $(find "$d/updated" -mmin +720 2>/dev/null) ]]; then
+    log "apt-get update ($suite, $MIRROR)"
+    if apt-get "${APTOPTS[@]}" -qq update >&2; then
+      touch "$d/updated"
+    elif [[ -e $d/updated ]]; then
+      log "WARN: apt-get update for $suite failed; using the lists from $(date -r "$d/updated" +%F)"
+    else
+      die "apt-get update for $suite failed (mirror $MIRROR)"
+    fi
+  fi
+  APTSTAMP="$d/updated"
+}
+
+# apt_closure PKG...: PKG and everything it Depends/Pre-Depends on, transitively, in
+# the current suite, minus DENY_PKGS. Virtual packages are skipped: the ones met so far
+# (debconf-2.0) are maintainer-script plumbing. Prints one package name per line.
+apt_closure() {
+  local -A seen=()
+  local frontier=("$@") next p line kind target
+  while ((${#frontier[@]})); do
+    next=()
+    for p in "${frontier[@]}"; do seen[$p]=1; done
+    while IFS= read -r line; do
+      [[ $line =~ ^[[:space:]]+\|?(Depends|PreDepends):[[:space:]]+([^[:space:]]+) ]] || continue
+      kind=${BASH_REMATCH[1]} target=${BASH_REMATCH[2]}
+      [[ $target == \<* ]] && continue
+      [[ -n ${seen[$target]:-} || $DENY_PKGS == *" $target "* ]] && continue
+      seen[$target]=1
+      next+=("$target")
+      : "$kind"
+    done < <(apt-cache "${APTOPTS[@]}" depends --no-recommends --no-suggests --no-conflicts \
+               --no-breaks --no-replaces --no-enhances "${frontier[@]}" 2>/dev/null)
+    frontier=("${next[@]}")
+  done
+  printf '%s\n' "${!seen[@]}" | sort
+}
+
+# apt_fetch DESTDIR PKG...: make sure DESTDIR holds the candidate .deb of every PKG and
+# print their paths, one a line. Already downloaded versions are not fetched again.
+apt_fetch() {
+  local dest=$1; shift
+  mkdir -p "$dest"
+  local pkg ver arch need=() files=() f
+  while read -r pkg ver arch; do
+    f="$dest/${pkg}_${ver//:/%3a}_${arch}.deb"
+    files+=("$f")
+    [[ -s $f ]] || need+=("$pkg=$ver")
+  done < <(apt-cache "${APTOPTS[@]}" show --no-all-versions "$@" 2>/dev/null \
+             | awk '/^Package:/{p=$2} /^Version:/{v=$2} /^Architecture:/{a=$2}
+                    /^$/{if (p != "") print p, v, a; p=""} END{if (p != "") print p, v, a}')
+  (( ${#files[@]} == $# )) || die "apt: cannot resolve all of: $* (got ${#files[@]} of $#)"
+  if ((${#need[@]})); then
+    log "apt-get download ${need[*]%%=*}"
+    (cd "$dest" && apt-get "${APTOPTS[@]}" -qq download "${need[@]}" >&2) \
+      || die "apt-get download failed: ${need[*]}"
+  fi
+  printf '%s\n' "${files[@]}"
+}

@@ -1,0 +1,79 @@
+# shellcheck shell=bash
+# The initramfs for one run: the staged userland, the kernel modules, /init, the test
+# binaries and the optional extras, packed as an uncompressed newc cpio (qemu loads it
+# straight into guest memory; decompressing it under TCG would only cost time).
+
+# image_build WORKDIR BIN...: sets INITRD and GUEST_NAMES (the names the guest reports).
+image_build() {
+  local work=$1; shift
+  local root="$work/root"
+  rm -rf "$root"; mkdir -p "$work"
+  cp -a "$STAGE" "$root"
+  rm -f "$root/.done" "$root/.debs"
+  image_exclude "$root"
+  mkdir -p "$root"/{proc,sys,dev,tmp,run,root,opt/vmtest/bin} "$root/usr/lib/modules/$KVER/kernel"
+
+  cp "$KMODDIR"/*.ko "$root/usr/lib/modules/$KVER/kernel/"
+  cp "$KMODDIR/modules.order" "$root/etc/vmtest-modules.order"
+  [[ -f $KMODDIR/modules.builtin ]] && cp "$KMODDIR/modules.builtin" "$root/usr/lib/modules/$KVER/"
+  install -m755 "$VMDIR/guest/init" "$root/init"
+  printf 'root:x:0:0:root:/root:/bin/sh\n' > "$root/etc/passwd"
+  printf 'root:x:0:\n' > "$root/etc/group"
+  printf '127.0.0.1 localhost\n::1 localhost\n' > "$root/etc/hosts"
+
+  local b names=() name
+  for b in "$@"; do
+    name=${b##*/}
+    [[ " ${names[*]} " == *" $name "* ]] && die "two test binaries are named $name"
+    install -m755 "$b" "$root/opt/vmtest/bin/$name"
+    names+=("$name")
+  done
+  if [[ -n $VM_FILES ]]; then
+    mkdir -p "$root/opt/usb4verbs"
+    cp -a "$VM_FILES/." "$root/opt/usb4verbs/"
+  fi
+  local script=""
+  if [[ -n $VM_GUEST_SCRIPT ]]; then
+    script=${VM_GUEST_SCRIPT##*/}
+    [[ " ${names[*]} " == *" $script "* ]] && die "VM_GUEST_SCRIPT has the name of a test binary: $script"
+    install -m755 "$VM_GUEST_SCRIPT" "$root/opt/vmtest/$script"
+  fi
+  GUEST_NAMES=("${names[@]}" ${script:+"$script"})
+
+  local ip rdma p
+  for p in usr/sbin/ip usr/bin/ip; do present "$root/$p" && [[ $(readlink "$root/$p") != *busybox ]] && { ip=/$p; break; }; done
+  for p in usr/bin/rdma usr/sbin/rdma; do present "$root/$p" && { rdma=/$p; break; }; done
+  [[ -n ${ip:-} && -n ${rdma:-} ]] || die "iproute2's ip/rdma missing from the image (VM_EXCLUDE_GLOB?)"
+  {
+    # Busybox ash runs its own `ip` applet ahead of PATH, and that one cannot create
+    # veth pairs: iproute2's tools are called by full path.
+    printf 'IP=%s\nRDMA=%s\n' "$ip" "$rdma"
+    printf 'IP0=10.11.0.1\nIP1=10.11.0.2\nMTU=9000\n'
+    printf 'USERLAND=%s\n' "$USERLAND"
+    printf "TESTS='%s'\n" "${names[*]}"
+    printf 'TEST_TIMEOUT_MIN=%s\nKILL_AFTER_S=%s\n' "$TEST_TIMEOUT_MIN" $((TEST_TIMEOUT_MIN * 60 + 30))
+    printf "GUEST_SCRIPT='%s'\n" "$script"
+  } > "$root/etc/vmtest.conf"
+
+  INITRD="$work/initrd.cpio"
+  (cd "$root" && find . -mindepth 1 | cpio --quiet -o -H newc -R 0:0 > "$INITRD") \
+    || die "cpio failed"
+}
+
+# image_exclude ROOT: delete what VM_EXCLUDE_GLOB names (globs relative to the image
+# root, space-separated, ** allowed), e.g. stock librxe so only our provider serves rxe.
+image_exclude() {
+  local root=$1 globs g f n
+  read -ra globs <<<"$VM_EXCLUDE_GLOB"
+  ((${#globs[@]})) || return 0
+  (
+    cd "$root" || exit 1
+    shopt -s globstar nullglob
+    for g in "${globs[@]}"; do
+      n=0
+      # shellcheck disable=SC2206 # the glob is meant to expand here
+      for f in $g; do rm -rf -- "$f"; n=$((n + 1)); done
+      log "exclude $g: $n removed"
+    done
+  )
+}

@@ -14,4 +14,5 @@
 // for the C data path.
 package uapi
 
+//go:generate go run ./internal/cmd/gencabi
 //go:generate go run ./internal/cmd/gencheader

@@ -1,0 +1,667 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"usb4verbs/uapi"
+)
+
+// Context is an open uverbs device: the command fd, the async event fd and
+// every object created through it. All methods are safe for concurrent use;
+// the control path takes one mutex per context.
+type Context struct {
+	cmd       *cmdFD
+	info      DeviceInfo
+	sysfsRoot string
+
+	asyncFD        int // -1 when the kernel could not give one
+	numCompVectors uint32
+	coreSupport    uint64
+
+	mu         sync.Mutex
+	closed     bool
+	objects    []object          // live objects, creation order
+	cqs        map[uint64]*CQ    // by user handle, for completion and async events
+	qps        map[uint64]*QP    // by user handle, for async events
+	srqs       map[uint64]*SRQ   // by user handle, for async events
+	nextHandle uint64            // generated user handles when the caller gives none
+	maps       map[*byte][]byte // mappings of the command fd we own
+}
+
+// object is what the context tracks so Close can destroy leftovers.
+type object interface {
+	// destroyRank orders teardown: lower ranks are destroyed first.
+	destroyRank() int
+	// destroyLocked releases the kernel object; the context lock is held.
+	destroyLocked() error
+}
+
+// Teardown order: dependants before what they depend on.
+const (
+	rankAH = iota
+	rankQP
+	rankSRQ
+	rankCQ
+	rankMR
+	rankPD
+	rankCompChannel
+)
+
+// Open opens the RDMA device called name (as `rdma dev` and ibv_devices
+// list it) and creates a uverbs context on it.
+func Open(name string) (*Context, error) {
+	info, err := systemLookup{}.byName(name)
+	if err != nil {
+		return nil, verbError("open device", err)
+	}
+	return openInfo(realSys{}, info, "")
+}
+
+// openInfo opens a resolved device through the given syscall seam.
+func openInfo(sys sysCalls, info DeviceInfo, sysfsRoot string) (*Context, error) {
+	if info.Chardev == "" {
+		return nil, verbError("open device", fmt.Errorf("%s has no uverbs char device: %w", info.Name, errno{unix.ENODEV}))
+	}
+	fd, err := sys.Open(info.Chardev, unix.O_RDWR|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, verbError("open device", fmt.Errorf("%s: %w", info.Chardev, wrapErrno(err)))
+	}
+	c := &Context{
+		cmd:        &cmdFD{sys: sys, fd: fd, driverID: info.Driver.ID},
+		info:       info,
+		sysfsRoot:  sysfsRoot,
+		asyncFD:    -1,
+		cqs:        make(map[uint64]*CQ),
+		qps:        make(map[uint64]*QP),
+		srqs:       make(map[uint64]*SRQ),
+		nextHandle: 1 << 63, // above any user-space address cshim may pass
+		maps:       make(map[*byte][]byte),
+	}
+	if err := c.getContext(); err != nil {
+		_ = sys.Close(fd)
+		return nil, verbError("get context", err)
+	}
+	return c, nil
+}
+
+// getContext creates the kernel ucontext: the ioctl GET_CONTEXT plus
+// ASYNC_EVENT_ALLOC, or the write command, which returns the async fd itself
+// (rdma-private-abi §7.1).
+func (c *Context) getContext() error {
+	var ncomp uint32
+	var core uint64
+	ic := newIoctl(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_GET_CONTEXT).
+		out(uapi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, bytesOf(&ncomp)).optional().
+		out(uapi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, bytesOf(&core)).optional()
+	err := c.cmd.ioctl(ic)
+	if errors.Is(err, errIoctlUnsupported) {
+		req := uapi.IbUverbsGetContext{}
+		var resp uapi.IbUverbsGetContextResp
+		if err := c.cmd.write(&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_GET_CONTEXT, in: bytesOf(&req), out: bytesOf(&resp)}); err != nil {
+			return err
+		}
+		c.numCompVectors = resp.NumCompVectors
+		c.asyncFD = int(resp.AsyncFd)
+		return c.cmd.sys.SetNonblock(c.asyncFD)
+	}
+	if err != nil {
+		return err
+	}
+	c.numCompVectors = ncomp
+	c.coreSupport = core
+
+	ac := newIoctl(uapi.UVERBS_OBJECT_ASYNC_EVENT, uapi.UVERBS_METHOD_ASYNC_EVENT_ALLOC).
+		newObj(uapi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
+	if err := c.cmd.ioctl(ac); err != nil {
+		// A context without async events still works; AsyncEvent reports it.
+		return nil
+	}
+	fd, _ := ac.result(uapi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
+	c.asyncFD = int(int32(fd))
+	if err := c.cmd.sys.SetNonblock(c.asyncFD); err != nil {
+		return fmt.Errorf("async fd: %w", wrapErrno(err))
+	}
+	return nil
+}
+
+// Device returns what was known about the device when it was opened.
+func (c *Context) Device() DeviceInfo { return c.info }
+
+// Driver returns the backend kind and the kernel driver id.
+func (c *Context) Driver() Driver { return c.info.Driver }
+
+// NumCompVectors is the number of completion vectors of the device.
+func (c *Context) NumCompVectors() uint32 { return c.numCompVectors }
+
+// CmdFD is the uverbs command file descriptor (for the data path and cshim).
+// It is -1 after Close.
+func (c *Context) CmdFD() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return -1
+	}
+	return c.cmd.fd
+}
+
+// AsyncFD is the async event file descriptor, or -1.
+func (c *Context) AsyncFD() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return -1
+	}
+	return c.asyncFD
+}
+
+// lock takes the context lock and fails if the context is closed. On success
+// the caller must unlock c.mu.
+func (c *Context) lock(verb string) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return verbError(verb, errClosed("context"))
+	}
+	return nil
+}
+
+func (c *Context) track(o object) { c.objects = append(c.objects, o) }
+
+func (c *Context) untrack(o object) {
+	for i, x := range c.objects {
+		if x == o {
+			c.objects = append(c.objects[:i], c.objects[i+1:]...)
+			return
+		}
+	}
+}
+
+// userHandle returns h, or a fresh context-unique handle when h is 0.
+func (c *Context) userHandle(h uint64) uint64 {
+	if h != 0 {
+		return h
+	}
+	c.nextHandle++
+	return c.nextHandle
+}
+
+// Close destroys every object still alive (AHs and QPs first, PDs and
+// completion channels last), unmaps what the provider mapped and closes the
+// async and command fds. Closing twice returns an error wrapping ErrClosed.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return verbError("close context", errClosed("context"))
+	}
+	c.closed = true
+	var errs []error
+	for rank := rankAH; rank <= rankCompChannel; rank++ {
+		for i := len(c.objects) - 1; i >= 0; i-- {
+			o := c.objects[i]
+			if o.destroyRank() != rank {
+				continue
+			}
+			if err := o.destroyLocked(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	c.objects = nil
+	for _, m := range c.maps {
+		if err := c.cmd.sys.Munmap(m); err != nil {
+			errs = append(errs, fmt.Errorf("munmap: %w", wrapErrno(err)))
+		}
+	}
+	c.maps = nil
+	if c.asyncFD >= 0 {
+		if err := c.cmd.sys.Close(c.asyncFD); err != nil {
+			errs = append(errs, fmt.Errorf("close async fd: %w", wrapErrno(err)))
+		}
+		c.asyncFD = -1
+	}
+	if err := c.cmd.sys.Close(c.cmd.fd); err != nil {
+		errs = append(errs, fmt.Errorf("close command fd: %w", wrapErrno(err)))
+	}
+	c.cmd.fd = -1
+	if len(errs) > 0 {
+		return verbError("close context", errors.Join(errs...))
+	}
+	return nil
+}
+
+// mapCmdFD maps length bytes of the command fd at offset (ring offers of
+// rxe and usb4); the mapping is owned by the context until unmapCmdFD or Close.
+func (c *Context) mapCmdFDLocked(offset uint64, length int) ([]byte, error) {
+	b, err := c.cmd.sys.Mmap(c.cmd.fd, int64(offset), length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %w", wrapErrno(err))
+	}
+	c.maps[&b[0]] = b
+	return b, nil
+}
+
+func (c *Context) unmapCmdFDLocked(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	delete(c.maps, &b[0])
+	return wrapErrno(c.cmd.sys.Munmap(b))
+}
+
+// ---- device and port queries ----
+
+// ODPCaps are the on-demand-paging capabilities.
+type ODPCaps struct {
+	GeneralCaps                    uint64
+	RCCaps, UCCaps, UDCaps, XRCCaps uint32
+}
+
+// RSSCaps are the receive-side-scaling capabilities.
+type RSSCaps struct {
+	SupportedQPTs              uint32
+	MaxRWQIndirectionTables    uint32
+	MaxRWQIndirectionTableSize uint32
+}
+
+// TMCaps are the tag-matching capabilities.
+type TMCaps struct {
+	MaxRndvHdrSize, MaxNumTags, Flags, MaxOps, MaxSGE uint32
+}
+
+// DeviceAttr is everything ib_uverbs_ex_query_device_resp carries.
+type DeviceAttr struct {
+	FWVer                 uint64
+	NodeGUID              uint64 // host order (the kernel sends big endian)
+	SysImageGUID          uint64 // host order
+	MaxMRSize             uint64
+	PageSizeCap           uint64
+	VendorID              uint32
+	VendorPartID          uint32
+	HWVer                 uint32
+	MaxQP                 uint32
+	MaxQPWR               uint32
+	DeviceCapFlags        uint64 // the 64-bit ex flags when present, else the legacy 32 bits
+	MaxSGE                uint32
+	MaxSGERd              uint32
+	MaxCQ                 uint32
+	MaxCQE                uint32
+	MaxMR                 uint32
+	MaxPD                 uint32
+	MaxQPRdAtom           uint32
+	MaxEERdAtom           uint32
+	MaxResRdAtom          uint32
+	MaxQPInitRdAtom       uint32
+	MaxEEInitRdAtom       uint32
+	AtomicCap             uint32
+	MaxEE                 uint32
+	MaxRDD                uint32
+	MaxMW                 uint32
+	MaxRawIPv6QP          uint32
+	MaxRawEthyQP          uint32
+	MaxMcastGrp           uint32
+	MaxMcastQPAttach      uint32
+	MaxTotalMcastQPAttach uint32
+	MaxAH                 uint32
+	MaxFMR                uint32
+	MaxMapPerFMR          uint32
+	MaxSRQ                uint32
+	MaxSRQWR              uint32
+	MaxSRQSGE             uint32
+	MaxPkeys              uint16
+	LocalCAAckDelay       uint8
+	PhysPortCnt           uint8
+
+	CompMask          uint32
+	ResponseLength    uint32 // bytes of the extended response the kernel filled
+	ODPCaps           ODPCaps
+	TimestampMask     uint64
+	HCACoreClock      uint64 // kHz
+	RSSCaps           RSSCaps
+	MaxWQTypeRQ       uint32
+	RawPacketCaps     uint32
+	TMCaps            TMCaps
+	MaxCQModeration   uint16 // count
+	MaxCQModPeriod    uint16 // µs
+	MaxDMSize         uint64
+}
+
+func be64(v uint64) uint64 { return bits.ReverseBytes64(v) } // amd64/arm64 are little endian
+
+// QueryDevice issues the extended QUERY_DEVICE write command.
+func (c *Context) QueryDevice() (DeviceAttr, error) {
+	const verb = "query device"
+	if err := c.lock(verb); err != nil {
+		return DeviceAttr{}, err
+	}
+	defer c.mu.Unlock()
+	var req uapi.IbUverbsExQueryDevice
+	var r uapi.IbUverbsExQueryDeviceResp
+	err := c.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE, ex: true, in: bytesOf(&req), out: bytesOf(&r)})
+	if err != nil {
+		return DeviceAttr{}, verbError(verb, err)
+	}
+	b := r.Base
+	a := DeviceAttr{
+		FWVer: b.FwVer, NodeGUID: be64(b.NodeGuid), SysImageGUID: be64(b.SysImageGuid),
+		MaxMRSize: b.MaxMrSize, PageSizeCap: b.PageSizeCap, VendorID: b.VendorId,
+		VendorPartID: b.VendorPartId, HWVer: b.HwVer, MaxQP: b.MaxQp, MaxQPWR: b.MaxQpWr,
+		DeviceCapFlags: uint64(b.DeviceCapFlags), MaxSGE: b.MaxSge, MaxSGERd: b.MaxSgeRd,
+		MaxCQ: b.MaxCq, MaxCQE: b.MaxCqe, MaxMR: b.MaxMr, MaxPD: b.MaxPd,
+		MaxQPRdAtom: b.MaxQpRdAtom, MaxEERdAtom: b.MaxEeRdAtom, MaxResRdAtom: b.MaxResRdAtom,
+		MaxQPInitRdAtom: b.MaxQpInitRdAtom, MaxEEInitRdAtom: b.MaxEeInitRdAtom,
+		AtomicCap: b.AtomicCap, MaxEE: b.MaxEe, MaxRDD: b.MaxRdd, MaxMW: b.MaxMw,
+		MaxRawIPv6QP: b.MaxRawIpv6Qp, MaxRawEthyQP: b.MaxRawEthyQp, MaxMcastGrp: b.MaxMcastGrp,
+		MaxMcastQPAttach: b.MaxMcastQpAttach, MaxTotalMcastQPAttach: b.MaxTotalMcastQpAttach,
+		MaxAH: b.MaxAh, MaxFMR: b.MaxFmr, MaxMapPerFMR: b.MaxMapPerFmr, MaxSRQ: b.MaxSrq,
+		MaxSRQWR: b.MaxSrqWr, MaxSRQSGE: b.MaxSrqSge, MaxPkeys: b.MaxPkeys,
+		LocalCAAckDelay: b.LocalCaAckDelay, PhysPortCnt: b.PhysPortCnt,
+
+		CompMask: r.CompMask, ResponseLength: r.ResponseLength,
+		ODPCaps: ODPCaps{
+			GeneralCaps: r.OdpCaps.GeneralCaps, RCCaps: r.OdpCaps.PerTransportCaps.RcOdpCaps,
+			UCCaps: r.OdpCaps.PerTransportCaps.UcOdpCaps, UDCaps: r.OdpCaps.PerTransportCaps.UdOdpCaps,
+			XRCCaps: r.XrcOdpCaps,
+		},
+		TimestampMask: r.TimestampMask, HCACoreClock: r.HcaCoreClock,
+		RSSCaps: RSSCaps{
+			SupportedQPTs: r.RssCaps.SupportedQpts, MaxRWQIndirectionTables: r.RssCaps.MaxRwqIndirectionTables,
+			MaxRWQIndirectionTableSize: r.RssCaps.MaxRwqIndirectionTableSize,
+		},
+		MaxWQTypeRQ: r.MaxWqTypeRq, RawPacketCaps: r.RawPacketCaps,
+		TMCaps: TMCaps{
+			MaxRndvHdrSize: r.TmCaps.MaxRndvHdrSize, MaxNumTags: r.TmCaps.MaxNumTags,
+			Flags: r.TmCaps.Flags, MaxOps: r.TmCaps.MaxOps, MaxSGE: r.TmCaps.MaxSge,
+		},
+		MaxCQModeration: r.CqModerationCaps.MaxCqModerationCount,
+		MaxCQModPeriod:  r.CqModerationCaps.MaxCqModerationPeriod,
+		MaxDMSize:       r.MaxDmSize,
+	}
+	// device_cap_flags_ex sits at offset 232 of the response; the kernel
+	// reports in response_length how much of the extension it filled.
+	if r.ResponseLength >= uint32(unsafe.Offsetof(r.DeviceCapFlagsEx)+8) {
+		a.DeviceCapFlags = r.DeviceCapFlagsEx
+	}
+	return a, nil
+}
+
+// PortAttr is ib_uverbs_query_port_resp_ex in Go terms.
+type PortAttr struct {
+	State         uint8 // uapi.IB_PORT_DOWN .. IB_PORT_ACTIVE
+	MaxMTU        uint8 // uapi.IB_MTU_*
+	ActiveMTU     uint8
+	GIDTblLen     uint32
+	PortCapFlags  uint32
+	PortCapFlags2 uint16
+	MaxMsgSz      uint32
+	BadPkeyCntr   uint32
+	QkeyViolCntr  uint32
+	PkeyTblLen    uint16
+	LID           uint16
+	SMLID         uint16
+	LMC           uint8
+	MaxVLNum      uint8
+	SMSL          uint8
+	SubnetTimeout uint8
+	InitTypeReply uint8
+	ActiveWidth   uint8
+	ActiveSpeed   uint8
+	PhysState     uint8
+	LinkLayer     uint8 // IB_LINK_LAYER_*: 1 InfiniBand, 2 Ethernet
+	Flags         uint8 // IB_UVERBS_QPF_GRH_REQUIRED
+}
+
+// QueryPort queries port (1-based) with UVERBS_METHOD_QUERY_PORT, or the
+// QUERY_PORT write command on kernels without it.
+func (c *Context) QueryPort(port uint8) (PortAttr, error) {
+	verb := fmt.Sprintf("query port %d", port)
+	if err := c.lock(verb); err != nil {
+		return PortAttr{}, err
+	}
+	defer c.mu.Unlock()
+	pa, err := c.queryPortLocked(port)
+	if err != nil {
+		return PortAttr{}, verbError(verb, err)
+	}
+	return pa, nil
+}
+
+func (c *Context) queryPortLocked(port uint8) (PortAttr, error) {
+	var r uapi.IbUverbsQueryPortRespEx
+	ic := newIoctl(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_QUERY_PORT).
+		constIn(uapi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port)).
+		out(uapi.UVERBS_ATTR_QUERY_PORT_RESP, bytesOf(&r))
+	err := c.cmd.ioctl(ic)
+	if errors.Is(err, errIoctlUnsupported) {
+		req := uapi.IbUverbsQueryPort{PortNum: port}
+		err = c.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_QUERY_PORT, in: bytesOf(&req), out: bytesOf(&r.LegacyResp)})
+	}
+	if err != nil {
+		return PortAttr{}, err
+	}
+	l := r.LegacyResp
+	return PortAttr{
+		State: l.State, MaxMTU: l.MaxMtu, ActiveMTU: l.ActiveMtu, GIDTblLen: l.GidTblLen,
+		PortCapFlags: l.PortCapFlags, PortCapFlags2: r.PortCapFlags2, MaxMsgSz: l.MaxMsgSz,
+		BadPkeyCntr: l.BadPkeyCntr, QkeyViolCntr: l.QkeyViolCntr, PkeyTblLen: l.PkeyTblLen,
+		LID: l.Lid, SMLID: l.SmLid, LMC: l.Lmc, MaxVLNum: l.MaxVlNum, SMSL: l.SmSl,
+		SubnetTimeout: l.SubnetTimeout, InitTypeReply: l.InitTypeReply,
+		ActiveWidth: l.ActiveWidth, ActiveSpeed: l.ActiveSpeed, PhysState: l.PhysState,
+		LinkLayer: l.LinkLayer, Flags: l.Flags,
+	}, nil
+}
+
+// ---- GIDs ----
+
+// GID is a 128-bit global identifier in network byte order.
+type GID [16]byte
+
+// GIDType says which protocol a GID table entry is for.
+type GIDType uint32
+
+// GID types (enum ib_uverbs_gid_type).
+const (
+	GIDTypeIB     GIDType = uapi.IB_UVERBS_GID_TYPE_IB
+	GIDTypeRoCEv1 GIDType = uapi.IB_UVERBS_GID_TYPE_ROCE_V1
+	GIDTypeRoCEv2 GIDType = uapi.IB_UVERBS_GID_TYPE_ROCE_V2
+)
+
+func (t GIDType) String() string {
+	switch t {
+	case GIDTypeIB:
+		return "IB"
+	case GIDTypeRoCEv1:
+		return "RoCE v1"
+	case GIDTypeRoCEv2:
+		return "RoCE v2"
+	}
+	return fmt.Sprintf("GIDType(%d)", uint32(t))
+}
+
+// GIDEntry is one populated entry of a port's GID table.
+type GIDEntry struct {
+	GID         GID
+	Index       uint32
+	Port        uint32
+	Type        GIDType
+	NetdevIndex uint32 // 0 when no netdev is associated
+}
+
+func gidEntryFrom(e *uapi.IbUverbsGidEntry) GIDEntry {
+	var g GID
+	copy(g[:], unsafe.Slice((*byte)(unsafe.Pointer(&e.Gid)), 16))
+	return GIDEntry{GID: g, Index: e.GidIndex, Port: e.PortNum, Type: GIDType(e.GidType), NetdevIndex: e.NetdevIfindex}
+}
+
+// QueryGID returns the GID at index of port. An empty entry yields the zero
+// GID, as ibv_query_gid reports it.
+func (c *Context) QueryGID(port uint8, index int) (GID, error) {
+	e, err := c.QueryGIDEntry(port, index)
+	if errors.Is(err, unix.ENODATA) {
+		return GID{}, nil
+	}
+	return e.GID, err
+}
+
+// QueryGIDEntry returns the GID table entry at index of port, with its type
+// and netdev, via UVERBS_METHOD_QUERY_GID_ENTRY or sysfs. An empty entry is
+// an error wrapping ENODATA.
+func (c *Context) QueryGIDEntry(port uint8, index int) (GIDEntry, error) {
+	verb := fmt.Sprintf("query gid %d/%d", port, index)
+	if index < 0 {
+		return GIDEntry{}, verbError(verb, errInvalid("negative index"))
+	}
+	if err := c.lock(verb); err != nil {
+		return GIDEntry{}, err
+	}
+	defer c.mu.Unlock()
+	var e uapi.IbUverbsGidEntry
+	ic := newIoctl(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_QUERY_GID_ENTRY).
+		constIn(uapi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, uint64(port)).
+		constIn(uapi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index)).
+		out(uapi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, bytesOf(&e))
+	err := c.cmd.ioctl(ic)
+	if errors.Is(err, errIoctlUnsupported) {
+		ge, err := c.sysfsGID(port, index)
+		if err != nil {
+			return GIDEntry{}, verbError(verb, err)
+		}
+		return ge, nil
+	}
+	if err != nil {
+		return GIDEntry{}, verbError(verb, err)
+	}
+	return gidEntryFrom(&e), nil
+}
+
+// GIDTable returns the populated entries of port's GID table, through
+// UVERBS_METHOD_QUERY_GID_TABLE or, on older kernels, sysfs.
+func (c *Context) GIDTable(port uint8) ([]GIDEntry, error) {
+	verb := fmt.Sprintf("query gid table of port %d", port)
+	if err := c.lock(verb); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	pa, err := c.queryPortLocked(port)
+	if err != nil {
+		return nil, verbError(verb, err)
+	}
+	// The method returns the whole device's table and fails with EINVAL when
+	// the buffer is smaller; size it for every port as libibverbs does.
+	var da uapi.IbUverbsExQueryDevice
+	var dr uapi.IbUverbsExQueryDeviceResp
+	nports := 1
+	if err := c.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE, ex: true, in: bytesOf(&da), out: bytesOf(&dr)}); err == nil && dr.Base.PhysPortCnt > 0 {
+		nports = int(dr.Base.PhysPortCnt)
+	}
+	max := int(pa.GIDTblLen) * nports
+	if max == 0 {
+		return nil, nil
+	}
+	entries := make([]uapi.IbUverbsGidEntry, max)
+	var n uint64
+	ic := newIoctl(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_QUERY_GID_TABLE).
+		constIn(uapi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, uapi.SizeofIbUverbsGidEntry).
+		out(uapi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, unsafe.Slice((*byte)(unsafe.Pointer(&entries[0])), max*uapi.SizeofIbUverbsGidEntry)).
+		out(uapi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, bytesOf(&n))
+	err = c.cmd.ioctl(ic)
+	if errors.Is(err, errIoctlUnsupported) {
+		var out []GIDEntry
+		for i := 0; i < int(pa.GIDTblLen); i++ {
+			ge, err := c.sysfsGID(port, i)
+			if err != nil {
+				continue // empty or unreadable entry
+			}
+			out = append(out, ge)
+		}
+		return out, nil
+	}
+	if err != nil {
+		return nil, verbError(verb, err)
+	}
+	if n > uint64(max) {
+		return nil, verbError(verb, fmt.Errorf("kernel reported %d entries for a buffer of %d: %w", n, max, errno{unix.EOVERFLOW}))
+	}
+	var out []GIDEntry
+	for i := range entries[:n] {
+		if entries[i].PortNum == uint32(port) {
+			out = append(out, gidEntryFrom(&entries[i]))
+		}
+	}
+	return out, nil
+}
+
+// sysfsGID reads one GID entry the way libibverbs does without the ioctl:
+// /sys/class/infiniband/<dev>/ports/<port>/{gids,gid_attrs/types,gid_attrs/ndevs}/<index>.
+func (c *Context) sysfsGID(port uint8, index int) (GIDEntry, error) {
+	dir := filepath.Join(c.sysfsRoot, "/sys/class/infiniband", c.info.Name, "ports", fmt.Sprint(port))
+	raw, err := os.ReadFile(filepath.Join(dir, "gids", fmt.Sprint(index)))
+	if err != nil {
+		return GIDEntry{}, err
+	}
+	g, err := parseGID(string(raw))
+	if err != nil {
+		return GIDEntry{}, err
+	}
+	if g == (GID{}) {
+		return GIDEntry{}, errno{unix.ENODATA}
+	}
+	e := GIDEntry{GID: g, Index: uint32(index), Port: uint32(port), Type: GIDTypeIB}
+	if t, err := os.ReadFile(filepath.Join(dir, "gid_attrs/types", fmt.Sprint(index))); err == nil {
+		switch string(trimNL(t)) {
+		case "RoCE v2":
+			e.Type = GIDTypeRoCEv2
+		case "IB/RoCE v1":
+			if c.info.Protocol == "roce" {
+				e.Type = GIDTypeRoCEv1
+			}
+		}
+	}
+	if nd, err := os.ReadFile(filepath.Join(dir, "gid_attrs/ndevs", fmt.Sprint(index))); err == nil {
+		if ifi, err := netIfIndex(c.sysfsRoot, string(trimNL(nd))); err == nil {
+			e.NetdevIndex = ifi
+		}
+	}
+	return e, nil
+}
+
+func trimNL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// parseGID parses the sysfs form "fe80:0000:0000:0000:0000:0000:0000:0001".
+func parseGID(s string) (GID, error) {
+	var g GID
+	s = string(trimNL([]byte(s)))
+	var words [8]uint16
+	n, err := fmt.Sscanf(s, "%4x:%4x:%4x:%4x:%4x:%4x:%4x:%4x", &words[0], &words[1], &words[2], &words[3], &words[4], &words[5], &words[6], &words[7])
+	if err != nil || n != 8 {
+		return g, fmt.Errorf("bad gid %q: %w", s, errno{unix.EINVAL})
+	}
+	for i, w := range words {
+		g[2*i] = byte(w >> 8)
+		g[2*i+1] = byte(w)
+	}
+	return g, nil
+}
+
+func netIfIndex(root, name string) (uint32, error) {
+	b, err := os.ReadFile(filepath.Join(root, "/sys/class/net", name, "ifindex"))
+	if err != nil {
+		return 0, err
+	}
+	var v uint32
+	_, err = fmt.Sscanf(string(trimNL(b)), "%d", &v)
+	return v, err
+}

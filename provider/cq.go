@@ -1,0 +1,217 @@
+package provider
+
+import (
+	"errors"
+
+	"usb4verbs/uapi"
+)
+
+// CQAttr describes a completion queue to create.
+type CQAttr struct {
+	CQE        int          // minimum number of entries
+	CompVector uint32       // < Context.NumCompVectors()
+	Channel    *CompChannel // nil: no completion events
+	UserHandle uint64       // reported in events; 0: the provider picks one
+	Flags      uint32       // IB_UVERBS_CQ_FLAGS_* (ioctl path only)
+}
+
+// CQ is a completion queue.
+type CQ struct {
+	ctx        *Context
+	handle     uint32
+	userHandle uint64
+	cqe        uint32
+	channel    *CompChannel
+	driverResp []byte // driver udata the kernel answered with
+
+	compEvents  uint32 // events returned by GetEvent
+	ackedEvents uint32
+	destroyed   bool
+}
+
+// usb4CQOfferLen is the size of the driver response reserved on usb4
+// create_cq for the mapped CQ-ring offer (donnerkeule's tbv_uresp_create_cq,
+// usb4-kernel-and-consumers.md §1.8). 0 until the data path (issue 3) takes
+// the offer: then the kernel sees no room and falls back to the ioctl CQ.
+var usb4CQOfferLen = 0
+
+// cqDriverResp sizes the driver response buffer of create_cq per backend.
+func (c *Context) cqDriverResp() []byte {
+	switch c.info.Driver.Kind {
+	case DriverRXE:
+		return make([]byte, uapi.SizeofRxeCreateCqResp)
+	case DriverUSB4:
+		if usb4CQOfferLen > 0 {
+			return make([]byte, usb4CQOfferLen)
+		}
+	}
+	return nil
+}
+
+// CreateCQ creates a completion queue (UVERBS_METHOD_CQ_CREATE, or the
+// CREATE_CQ write command).
+func (c *Context) CreateCQ(attr CQAttr) (*CQ, error) {
+	const verb = "create cq"
+	if attr.CQE <= 0 || attr.CQE > 1<<31-1 {
+		return nil, verbError(verb, errInvalid("cqe %d", attr.CQE))
+	}
+	if err := c.lock(verb); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	chFD := -1
+	if attr.Channel != nil {
+		if attr.Channel.destroyed || attr.Channel.ctx != c {
+			return nil, verbError(verb, errClosed("comp channel"))
+		}
+		chFD = attr.Channel.fd
+	}
+	uh := c.userHandle(attr.UserHandle)
+	drv := c.cqDriverResp()
+	var cqe uint32
+	ic := newIoctl(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_CREATE).
+		newObj(uapi.UVERBS_ATTR_CREATE_CQ_HANDLE).
+		inU32(uapi.UVERBS_ATTR_CREATE_CQ_CQE, uint32(attr.CQE)).
+		inU64(uapi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, uh).
+		fd(uapi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, chFD).
+		inU32(uapi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, attr.CompVector).
+		out(uapi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, bytesOf(&cqe))
+	if attr.Flags != 0 {
+		ic.inU32(uapi.UVERBS_ATTR_CREATE_CQ_FLAGS, attr.Flags)
+	}
+	if len(drv) > 0 {
+		ic.out(uapi.UVERBS_ATTR_UHW_OUT, drv)
+	}
+	var handle uint32
+	err := c.cmd.ioctl(ic)
+	switch {
+	case err == nil:
+		h, _ := ic.result(uapi.UVERBS_ATTR_CREATE_CQ_HANDLE)
+		handle = uint32(h)
+	case errors.Is(err, errIoctlUnsupported):
+		if attr.Flags != 0 {
+			return nil, verbError(verb, errNotSupported("cq flags need the ioctl path", 0))
+		}
+		req := uapi.IbUverbsCreateCq{UserHandle: uh, Cqe: uint32(attr.CQE), CompVector: attr.CompVector, CompChannel: int32(chFD)}
+		var resp uapi.IbUverbsCreateCqResp
+		if err := c.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_CREATE_CQ, in: bytesOf(&req), out: bytesOf(&resp), uhwOut: drv}); err != nil {
+			return nil, verbError(verb, err)
+		}
+		handle, cqe = resp.CqHandle, resp.Cqe
+	default:
+		return nil, verbError(verb, err)
+	}
+	cq := &CQ{ctx: c, handle: handle, userHandle: uh, cqe: cqe, channel: attr.Channel, driverResp: drv}
+	c.cqs[uh] = cq
+	c.track(cq)
+	return cq, nil
+}
+
+// Handle is the kernel's handle of the CQ.
+func (cq *CQ) Handle() uint32 { return cq.handle }
+
+// UserHandle is the value the kernel reports in this CQ's events.
+func (cq *CQ) UserHandle() uint64 { return cq.userHandle }
+
+// CQE is the number of entries the kernel actually allocated.
+func (cq *CQ) CQE() uint32 { return cq.cqe }
+
+// Channel is the completion channel of the CQ, or nil.
+func (cq *CQ) Channel() *CompChannel { return cq.channel }
+
+// Context returns the context the CQ belongs to.
+func (cq *CQ) Context() *Context { return cq.ctx }
+
+// DriverResp is the raw driver response of create_cq (rxe: rxe_create_cq_resp;
+// usb4: the CQ-ring offer, when requested). Nil for generic devices.
+func (cq *CQ) DriverResp() []byte { return cq.driverResp }
+
+// RxeQueue returns the mmap info of an rxe CQ's completion ring.
+func (cq *CQ) RxeQueue() (uapi.Mminfo, bool) {
+	return rxeMminfo(cq.ctx, cq.driverResp, 0)
+}
+
+// rxeMminfo decodes one struct mminfo at offset off of an rxe driver response.
+func rxeMminfo(c *Context, b []byte, off int) (uapi.Mminfo, bool) {
+	if c.info.Driver.Kind != DriverRXE || len(b) < off+uapi.SizeofMminfo {
+		return uapi.Mminfo{}, false
+	}
+	var mi uapi.Mminfo
+	copy(bytesOf(&mi), b[off:])
+	return mi, true
+}
+
+func (cq *CQ) lock(verb string) error {
+	if err := cq.ctx.lock(verb); err != nil {
+		return err
+	}
+	if cq.destroyed {
+		cq.ctx.mu.Unlock()
+		return verbError(verb, errClosed("cq"))
+	}
+	return nil
+}
+
+// ReqNotify arms the CQ: the next completion (only solicited ones if
+// solicitedOnly) produces an event on its channel (REQ_NOTIFY_CQ command).
+func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	const verb = "req notify cq"
+	if err := cq.lock(verb); err != nil {
+		return err
+	}
+	defer cq.ctx.mu.Unlock()
+	req := uapi.IbUverbsReqNotifyCq{CqHandle: cq.handle}
+	if solicitedOnly {
+		req.SolicitedOnly = 1
+	}
+	if err := cq.ctx.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, in: bytesOf(&req)}); err != nil {
+		return verbError(verb, err)
+	}
+	return nil
+}
+
+// AckEvents acknowledges n events returned by GetEvent for this CQ.
+// Acknowledging more than were received is an error (EINVAL).
+func (cq *CQ) AckEvents(n uint32) error {
+	const verb = "ack cq events"
+	cq.ctx.mu.Lock()
+	defer cq.ctx.mu.Unlock()
+	if cq.ackedEvents+n > cq.compEvents || cq.ackedEvents+n < cq.ackedEvents {
+		return verbError(verb, errInvalid("ack %d with %d unacknowledged", n, cq.compEvents-cq.ackedEvents))
+	}
+	cq.ackedEvents += n
+	return nil
+}
+
+// Destroy destroys the CQ. The kernel refuses (EBUSY) while QPs use it.
+func (cq *CQ) Destroy() error {
+	const verb = "destroy cq"
+	if err := cq.lock(verb); err != nil {
+		return err
+	}
+	defer cq.ctx.mu.Unlock()
+	if err := cq.destroyLocked(); err != nil {
+		return verbError(verb, err)
+	}
+	cq.ctx.untrack(cq)
+	return nil
+}
+
+func (cq *CQ) destroyRank() int { return rankCQ }
+
+func (cq *CQ) destroyLocked() error {
+	var resp uapi.IbUverbsDestroyCqResp
+	req := uapi.IbUverbsDestroyCq{CqHandle: cq.handle}
+	err := cq.ctx.cmd.destroy(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_DESTROY,
+		uapi.UVERBS_ATTR_DESTROY_CQ_HANDLE, cq.handle, uapi.UVERBS_ATTR_DESTROY_CQ_RESP, bytesOf(&resp),
+		&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_DESTROY_CQ, in: bytesOf(&req), out: bytesOf(&resp)})
+	if err != nil {
+		return err
+	}
+	cq.destroyed = true
+	if cq.ctx.cqs[cq.userHandle] == cq {
+		delete(cq.ctx.cqs, cq.userHandle)
+	}
+	return nil
+}
+

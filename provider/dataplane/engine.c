@@ -1,0 +1,465 @@
+/* Dispatch, object lifecycle and helpers shared by the backends. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "engine.h"
+
+/* ---- libc seam ---- */
+
+static ssize_t libc_write(void *ctx, int fd, const void *buf, size_t len)
+{
+	(void)ctx;
+	for (;;) {
+		ssize_t n = write(fd, buf, len);
+		if (n >= 0)
+			return n;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+static int libc_ioctl(void *ctx, int fd, unsigned long req, void *arg)
+{
+	(void)ctx;
+	return ioctl(fd, req, arg) == 0 ? 0 : -errno;
+}
+
+static int libc_mmap(void *ctx, int fd, uint64_t offset, size_t len, void **addr)
+{
+	(void)ctx;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)offset);
+	if (p == MAP_FAILED)
+		return -errno;
+	*addr = p;
+	return 0;
+}
+
+static int libc_munmap(void *ctx, void *addr, size_t len)
+{
+	(void)ctx;
+	return munmap(addr, len) == 0 ? 0 : -errno;
+}
+
+static const struct usb4v_sys libc_sys = {
+	.ctx = NULL,
+	.write = libc_write,
+	.ioctl = libc_ioctl,
+	.mmap = libc_mmap,
+	.munmap = libc_munmap,
+};
+
+const struct usb4v_sys *usb4v_libc_sys(void) { return &libc_sys; }
+
+const char *usb4v_backend_name(int backend)
+{
+	switch (backend) {
+	case USB4V_BACKEND_RXE: return "rxe-rings";
+	case USB4V_BACKEND_KCMD: return "usb4-kernel-commands";
+	case USB4V_BACKEND_CQRING: return "usb4-cq-ring";
+	case USB4V_BACKEND_DV: return "usb4-dv";
+	default: return "none";
+	}
+}
+
+/* ---- helpers ---- */
+
+void usb4v_uwc_to_ibv(const struct usb4v_ib_uverbs_wc *in, struct usb4v_ibv_wc *out)
+{
+	out->wr_id = in->wr_id;
+	out->status = in->status;
+	out->opcode = in->opcode;
+	out->vendor_err = in->vendor_err;
+	out->byte_len = in->byte_len;
+	out->imm_data = in->ex;
+	out->qp_num = in->qp_num;
+	out->src_qp = in->src_qp;
+	/* Copied verbatim, as rdma-core's ibv_cmd_poll_cq and rxe do. */
+	out->wc_flags = in->wc_flags;
+	out->pkey_index = in->pkey_index;
+	out->slid = in->slid;
+	out->sl = in->sl;
+	out->dlid_path_bits = in->dlid_path_bits;
+}
+
+int usb4v_uverbs_ioctl(const struct usb4v_sys *sys, int fd, uint32_t driver_id,
+		       uint16_t object, uint16_t method,
+		       struct usb4v_ib_uverbs_attr *attrs, uint16_t nattrs)
+{
+	struct {
+		struct usb4v_ib_uverbs_ioctl_hdr hdr;
+		struct usb4v_ib_uverbs_attr attrs[4];
+	} buf;
+	if (nattrs > 4)
+		return -EINVAL;
+	memset(&buf, 0, sizeof(buf));
+	buf.hdr.length = (uint16_t)(sizeof(buf.hdr) + nattrs * sizeof(buf.attrs[0]));
+	buf.hdr.object_id = object;
+	buf.hdr.method_id = method;
+	buf.hdr.num_attrs = nattrs;
+	buf.hdr.driver_id = driver_id;
+	memcpy(buf.attrs, attrs, nattrs * sizeof(attrs[0]));
+	int rc = sys->ioctl(sys->ctx, fd, USB4V_RDMA_VERBS_IOCTL, &buf);
+	/* The kernel writes back data of NEW/FD attributes; hand them back. */
+	memcpy(attrs, buf.attrs, nattrs * sizeof(attrs[0]));
+	return rc;
+}
+
+/* ---- dispatch ---- */
+
+int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
+		    struct usb4v_ibv_send_wr **bad_wr)
+{
+	if (!qp || !bad_wr)
+		return EINVAL;
+	*bad_wr = NULL;
+	if (!wr)
+		return 0;
+	switch (qp->send_backend) {
+	case USB4V_BACKEND_RXE:
+		return usb4v_rxe_post_send(qp, wr, bad_wr);
+	case USB4V_BACKEND_KCMD:
+		return usb4v_kcmd_post_send(qp, wr, bad_wr);
+	case USB4V_BACKEND_DV:
+		return usb4v_dv_post_send(qp, wr, bad_wr);
+	default:
+		*bad_wr = wr;
+		return EINVAL;
+	}
+}
+
+int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
+		    struct usb4v_ibv_recv_wr **bad_wr)
+{
+	if (!qp || !bad_wr)
+		return EINVAL;
+	*bad_wr = NULL;
+	if (!wr)
+		return 0;
+	if (qp->srq) {
+		/* A QP attached to an SRQ has no receive queue of its own. */
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	int rc;
+	switch (qp->recv_backend) {
+	case USB4V_BACKEND_RXE:
+		/* see IBA C10-97.2.1: no receives in RESET */
+		if (__atomic_load_n(&qp->state, __ATOMIC_RELAXED) == USB4V_QPS_RESET) {
+			*bad_wr = wr;
+			return EINVAL;
+		}
+		pthread_spin_lock(&qp->rq_lock);
+		rc = usb4v_rxe_post_recv(&qp->rq, qp->max_recv_sge, wr, bad_wr);
+		pthread_spin_unlock(&qp->rq_lock);
+		return rc;
+	case USB4V_BACKEND_KCMD:
+		return usb4v_kcmd_post_recv(qp->sys, qp->cmd_fd, USB4V_IB_USER_VERBS_CMD_POST_RECV,
+					    qp->handle, wr, bad_wr);
+	default:
+		*bad_wr = wr;
+		return EINVAL;
+	}
+}
+
+int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
+			struct usb4v_ibv_recv_wr **bad_wr)
+{
+	if (!srq || !bad_wr)
+		return EINVAL;
+	*bad_wr = NULL;
+	if (!wr)
+		return 0;
+	int rc;
+	switch (srq->backend) {
+	case USB4V_BACKEND_RXE:
+		pthread_spin_lock(&srq->lock);
+		rc = usb4v_rxe_post_recv(&srq->rq, srq->max_sge, wr, bad_wr);
+		pthread_spin_unlock(&srq->lock);
+		return rc;
+	case USB4V_BACKEND_KCMD:
+		return usb4v_kcmd_post_recv(srq->sys, srq->cmd_fd, USB4V_IB_USER_VERBS_CMD_POST_SRQ_RECV,
+					    srq->handle, wr, bad_wr);
+	default:
+		*bad_wr = wr;
+		return EINVAL;
+	}
+}
+
+static int poll_backend(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
+{
+	switch (cq->backend) {
+	case USB4V_BACKEND_RXE:
+		return usb4v_rxe_poll_cq(cq, ne, wc);
+	case USB4V_BACKEND_KCMD:
+		return usb4v_kcmd_poll_cq(cq, ne, wc);
+	case USB4V_BACKEND_CQRING:
+		return usb4v_shm_poll_cq(cq, ne, wc);
+	default:
+		return -EINVAL;
+	}
+}
+
+int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
+{
+	if (!cq || ne < 0 || (ne > 0 && !wc))
+		return -EINVAL;
+	if (ne == 0)
+		return 0;
+	pthread_spin_lock(&cq->lock);
+	int n = 0;
+	if (cq->error) {
+		n = cq->error;
+		goto out;
+	}
+	if (!cq->dv_qps) {
+		n = poll_backend(cq, ne, wc);
+		goto out;
+	}
+	/* DV QPs feed this CQ: merge so each QP's send completions come out in
+	 * posting order whichever path (DV queue or kernel) carried them. */
+	n = usb4v_dv_poll_merge(cq, ne, wc);
+	if (n < ne) {
+		int m = poll_backend(cq, ne - n, wc + n);
+		if (m < 0) {
+			if (n == 0)
+				n = m;
+			goto out;
+		}
+		int kept = 0;
+		for (int i = 0; i < m; i++) {
+			if (usb4v_dv_route_kernel_wc(cq, &wc[n + i]))
+				continue; /* held back for its QP's order */
+			if (kept != i)
+				wc[n + kept] = wc[n + i];
+			kept++;
+		}
+		n += kept;
+		if (n < ne)
+			n += usb4v_dv_poll_merge(cq, ne - n, wc + n);
+	}
+out:
+	pthread_spin_unlock(&cq->lock);
+	return n;
+}
+
+int usb4v_req_notify_cq(struct usb4v_cq *cq, int solicited_only)
+{
+	if (!cq)
+		return EINVAL;
+	if (cq->backend == USB4V_BACKEND_NONE)
+		return EINVAL;
+	/* Every backend arms through the kernel (rxe's provider does the same
+	 * with ibv_cmd_req_notify_cq). */
+	int rc = usb4v_kcmd_req_notify(cq->sys, cq->cmd_fd, cq->handle, solicited_only);
+	return rc < 0 ? -rc : 0;
+}
+
+/* ---- lifecycle ---- */
+
+struct usb4v_cq *usb4v_cq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t cqe)
+{
+	struct usb4v_cq *cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+	if (pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE)) {
+		free(cq);
+		return NULL;
+	}
+	cq->sys = sys ? sys : &libc_sys;
+	cq->cmd_fd = cmd_fd;
+	cq->handle = handle;
+	cq->cqe = cqe;
+	cq->backend = USB4V_BACKEND_KCMD;
+	return cq;
+}
+
+static int ring_setup(const struct usb4v_sys *sys, int fd, struct usb4v_rxe_ring *r,
+		      void *addr, uint64_t offset, size_t size, size_t min_elem)
+{
+	if (size < sizeof(struct usb4v_rxe_queue_buf))
+		return -EINVAL;
+	if (!addr) {
+		int rc = sys->mmap(sys->ctx, fd, offset, size, &addr);
+		if (rc < 0)
+			return rc;
+		r->owned = 1;
+	}
+	struct usb4v_rxe_queue_buf *b = addr;
+	uint32_t mask = b->index_mask, log2 = b->log2_elem_size;
+	/* Validate what the kernel wrote before trusting it. */
+	if (log2 > 16 || ((size_t)1 << log2) < min_elem || ((mask + 1) & mask) != 0 ||
+	    sizeof(*b) + ((size_t)mask + 1) * ((size_t)1 << log2) > size) {
+		if (r->owned)
+			sys->munmap(sys->ctx, addr, size);
+		r->owned = 0;
+		return -EINVAL;
+	}
+	r->buf = b;
+	r->data = (uint8_t *)addr + sizeof(*b);
+	r->mask = mask;
+	r->log2_elem = log2;
+	r->map_len = size;
+	return 0;
+}
+
+static void ring_release(const struct usb4v_sys *sys, struct usb4v_rxe_ring *r)
+{
+	if (r->buf && r->owned)
+		sys->munmap(sys->ctx, r->buf, r->map_len);
+	memset(r, 0, sizeof(*r));
+}
+
+int usb4v_cq_attach_rxe(struct usb4v_cq *cq, void *addr, uint64_t offset, size_t size)
+{
+	int rc = ring_setup(cq->sys, cq->cmd_fd, &cq->rxe, addr, offset, size,
+			    sizeof(struct usb4v_ib_uverbs_wc));
+	if (rc == 0)
+		cq->backend = USB4V_BACKEND_RXE;
+	return rc;
+}
+
+void usb4v_cq_free(struct usb4v_cq *cq)
+{
+	if (!cq)
+		return;
+	ring_release(cq->sys, &cq->rxe);
+	if (cq->shm.hdr)
+		cq->sys->munmap(cq->sys->ctx, cq->shm.hdr, cq->shm.map_len);
+	free(cq->pollbuf);
+	pthread_spin_destroy(&cq->lock);
+	free(cq);
+}
+
+struct usb4v_srq *usb4v_srq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t max_sge)
+{
+	struct usb4v_srq *srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return NULL;
+	if (pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE)) {
+		free(srq);
+		return NULL;
+	}
+	srq->sys = sys ? sys : &libc_sys;
+	srq->cmd_fd = cmd_fd;
+	srq->handle = handle;
+	srq->max_sge = max_sge;
+	srq->backend = USB4V_BACKEND_KCMD;
+	return srq;
+}
+
+int usb4v_srq_attach_rxe(struct usb4v_srq *srq, void *addr, uint64_t offset, size_t size)
+{
+	int rc = ring_setup(srq->sys, srq->cmd_fd, &srq->rq, addr, offset, size,
+			    sizeof(struct usb4v_rxe_recv_wqe) + srq->max_sge * sizeof(struct usb4v_rxe_sge));
+	if (rc == 0)
+		srq->backend = USB4V_BACKEND_RXE;
+	return rc;
+}
+
+void usb4v_srq_free(struct usb4v_srq *srq)
+{
+	if (!srq)
+		return;
+	ring_release(srq->sys, &srq->rq);
+	pthread_spin_destroy(&srq->lock);
+	free(srq);
+}
+
+struct usb4v_qp *usb4v_qp_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle,
+			      uint32_t qp_num, uint32_t qp_type, int sq_sig_all,
+			      uint32_t max_send_sge, uint32_t max_recv_sge, uint32_t max_inline,
+			      struct usb4v_cq *send_cq, struct usb4v_cq *recv_cq,
+			      struct usb4v_srq *srq)
+{
+	struct usb4v_qp *qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+	if (pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE)) {
+		free(qp);
+		return NULL;
+	}
+	if (pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE)) {
+		pthread_spin_destroy(&qp->sq_lock);
+		free(qp);
+		return NULL;
+	}
+	qp->sys = sys ? sys : &libc_sys;
+	qp->cmd_fd = cmd_fd;
+	qp->handle = handle;
+	qp->qp_num = qp_num;
+	qp->qp_type = qp_type;
+	qp->sq_sig_all = sq_sig_all;
+	qp->max_send_sge = max_send_sge;
+	qp->max_recv_sge = max_recv_sge;
+	qp->max_inline = max_inline;
+	qp->send_cq = send_cq;
+	qp->recv_cq = recv_cq;
+	qp->srq = srq;
+	qp->send_backend = USB4V_BACKEND_KCMD;
+	qp->recv_backend = USB4V_BACKEND_KCMD;
+	return qp;
+}
+
+int usb4v_qp_attach_rxe(struct usb4v_qp *qp, void *sq_addr, uint64_t sq_off, size_t sq_size,
+			void *rq_addr, uint64_t rq_off, size_t rq_size)
+{
+	size_t sq_elem = sizeof(struct usb4v_rxe_send_wqe) + qp->max_send_sge * sizeof(struct usb4v_rxe_sge);
+	if (sq_elem < sizeof(struct usb4v_rxe_send_wqe) + qp->max_inline)
+		sq_elem = sizeof(struct usb4v_rxe_send_wqe) + qp->max_inline;
+	int rc = ring_setup(qp->sys, qp->cmd_fd, &qp->sq, sq_addr, sq_off, sq_size, sq_elem);
+	if (rc < 0)
+		return rc;
+	if (!qp->srq) {
+		rc = ring_setup(qp->sys, qp->cmd_fd, &qp->rq, rq_addr, rq_off, rq_size,
+				sizeof(struct usb4v_rxe_recv_wqe) + qp->max_recv_sge * sizeof(struct usb4v_rxe_sge));
+		if (rc < 0) {
+			ring_release(qp->sys, &qp->sq);
+			return rc;
+		}
+		qp->recv_backend = USB4V_BACKEND_RXE;
+	}
+	qp->send_backend = USB4V_BACKEND_RXE;
+	return 0;
+}
+
+void usb4v_qp_set_state(struct usb4v_qp *qp, int state)
+{
+	__atomic_store_n(&qp->state, state, __ATOMIC_RELAXED);
+}
+
+void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id)
+{
+	if (!qp)
+		return;
+	if (qp->dv) {
+		struct usb4v_ib_uverbs_attr a = {
+			.attr_id = USB4V_USB4_RDMA_DV_ATTR_DESTROY_QUEUE_QP,
+			.flags = USB4V_UVERBS_ATTR_F_MANDATORY,
+			.data = qp->handle,
+		};
+		usb4v_uverbs_ioctl(qp->sys, qp->cmd_fd, driver_id, USB4V_USB4_RDMA_DV_OBJECT_DEVICE,
+				   USB4V_USB4_RDMA_DV_METHOD_DESTROY_QUEUE, &a, 1);
+		struct usb4v_cq *cq = qp->send_cq;
+		pthread_spin_lock(&cq->lock);
+		for (struct usb4v_qp **p = &cq->dv_qps; *p; p = &(*p)->dv_next) {
+			if (*p == qp) {
+				*p = qp->dv_next;
+				break;
+			}
+		}
+		pthread_spin_unlock(&cq->lock);
+		free(qp->dv->sq);
+		free(qp->dv->cq);
+		free(qp->dv->db);
+		free(qp->dv);
+	}
+	ring_release(qp->sys, &qp->sq);
+	ring_release(qp->sys, &qp->rq);
+	pthread_spin_destroy(&qp->sq_lock);
+	pthread_spin_destroy(&qp->rq_lock);
+	free(qp);
+}

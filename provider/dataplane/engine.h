@@ -1,0 +1,360 @@
+/*
+ * The data-path engine: post_send, post_recv, post_srq_recv, poll_cq and
+ * req_notify_cq for four backends (rxe rings, usb4 kernel commands, usb4
+ * mapped CQ ring, usb4 DV send queues). The Go API of this package and the
+ * libibverbs ops table in cshim/ both call these functions, so there is one
+ * implementation. Entry points take the PUBLIC libibverbs structs, mirrored
+ * below, and return what rdma-core providers return: a positive errno with
+ * *bad_wr set for post, a count or a negative errno for poll.
+ */
+#ifndef USB4V_ENGINE_H
+#define USB4V_ENGINE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "kabi.h"
+
+/*
+ * Public libibverbs structs. Layouts are stable v28..v65
+ * (reference: rdma-core-private-abi.md Appendix B; rdma-core:libibverbs/verbs.h).
+ */
+struct usb4v_ibv_sge {
+	uint64_t addr;
+	uint32_t length;
+	uint32_t lkey;
+};
+
+struct usb4v_ibv_ah {
+	void *context;
+	void *pd;
+	uint32_t handle;
+};
+
+struct usb4v_ibv_send_wr {
+	uint64_t wr_id;
+	struct usb4v_ibv_send_wr *next;
+	struct usb4v_ibv_sge *sg_list;
+	int num_sge;
+	uint32_t opcode;     /* enum ibv_wr_opcode */
+	uint32_t send_flags;
+	uint32_t imm_data;   /* big endian, or invalidate_rkey */
+	union {
+		struct {
+			uint64_t remote_addr;
+			uint32_t rkey;
+		} rdma;
+		struct {
+			uint64_t remote_addr;
+			uint64_t compare_add;
+			uint64_t swap;
+			uint32_t rkey;
+		} atomic;
+		struct {
+			struct usb4v_ibv_ah *ah;
+			uint32_t remote_qpn;
+			uint32_t remote_qkey;
+		} ud;
+	} wr;
+	union {
+		struct {
+			uint32_t remote_srqn;
+		} xrc;
+	} qp_type;
+	union {
+		struct {
+			void *mw;
+			uint32_t rkey;
+			struct {
+				void *mr;
+				uint64_t addr;
+				uint64_t length;
+				unsigned int mw_access_flags;
+			} bind_info;
+		} bind_mw;
+		struct {
+			void *hdr;
+			uint16_t hdr_sz;
+			uint16_t mss;
+		} tso;
+	} ext;
+};
+
+struct usb4v_ibv_recv_wr {
+	uint64_t wr_id;
+	struct usb4v_ibv_recv_wr *next;
+	struct usb4v_ibv_sge *sg_list;
+	int num_sge;
+};
+
+struct usb4v_ibv_wc {
+	uint64_t wr_id;
+	uint32_t status;
+	uint32_t opcode;
+	uint32_t vendor_err;
+	uint32_t byte_len;
+	uint32_t imm_data;
+	uint32_t qp_num;
+	uint32_t src_qp;
+	unsigned int wc_flags;
+	uint16_t pkey_index;
+	uint16_t slid;
+	uint8_t sl;
+	uint8_t dlid_path_bits;
+};
+
+_Static_assert(sizeof(struct usb4v_ibv_sge) == 16, "ibv_sge");
+_Static_assert(sizeof(struct usb4v_ibv_send_wr) == 128, "ibv_send_wr");
+_Static_assert(offsetof(struct usb4v_ibv_send_wr, num_sge) == 24, "ibv_send_wr.num_sge");
+_Static_assert(offsetof(struct usb4v_ibv_send_wr, opcode) == 28, "ibv_send_wr.opcode");
+_Static_assert(offsetof(struct usb4v_ibv_send_wr, send_flags) == 32, "ibv_send_wr.send_flags");
+_Static_assert(offsetof(struct usb4v_ibv_send_wr, imm_data) == 36, "ibv_send_wr.imm_data");
+_Static_assert(offsetof(struct usb4v_ibv_send_wr, wr) == 40, "ibv_send_wr.wr");
+_Static_assert(offsetof(struct usb4v_ibv_send_wr, qp_type) == 72, "ibv_send_wr.qp_type");
+_Static_assert(offsetof(struct usb4v_ibv_send_wr, ext) == 80, "ibv_send_wr.bind_mw");
+_Static_assert(sizeof(struct usb4v_ibv_recv_wr) == 32, "ibv_recv_wr");
+_Static_assert(sizeof(struct usb4v_ibv_wc) == 48, "ibv_wc");
+_Static_assert(offsetof(struct usb4v_ibv_wc, imm_data) == 24, "ibv_wc.imm_data");
+_Static_assert(offsetof(struct usb4v_ibv_wc, wc_flags) == 36, "ibv_wc.wc_flags");
+_Static_assert(offsetof(struct usb4v_ibv_wc, pkey_index) == 40, "ibv_wc.pkey_index");
+_Static_assert(offsetof(struct usb4v_ibv_wc, dlid_path_bits) == 45, "ibv_wc.dlid_path_bits");
+_Static_assert(sizeof(struct usb4v_ibv_ah) == 24, "ibv_ah");
+
+/* enum ibv_wr_opcode, ibv_send_flags, ibv_wc_opcode, ibv_wc_status (verbs.h). */
+enum {
+	USB4V_WR_RDMA_WRITE = 0,
+	USB4V_WR_RDMA_WRITE_WITH_IMM = 1,
+	USB4V_WR_SEND = 2,
+	USB4V_WR_SEND_WITH_IMM = 3,
+	USB4V_WR_RDMA_READ = 4,
+	USB4V_WR_ATOMIC_CMP_AND_SWP = 5,
+	USB4V_WR_ATOMIC_FETCH_AND_ADD = 6,
+	USB4V_WR_LOCAL_INV = 7,
+	USB4V_WR_BIND_MW = 8,
+	USB4V_WR_SEND_WITH_INV = 9,
+};
+enum {
+	USB4V_SEND_FENCE = 1,
+	USB4V_SEND_SIGNALED = 2,
+	USB4V_SEND_SOLICITED = 4,
+	USB4V_SEND_INLINE = 8,
+};
+enum {
+	USB4V_WC_SEND = 0,
+	USB4V_WC_RDMA_WRITE = 1,
+	USB4V_WC_RDMA_READ = 2,
+	USB4V_WC_COMP_SWAP = 3,
+	USB4V_WC_FETCH_ADD = 4,
+	USB4V_WC_RECV = 128,
+	USB4V_WC_RECV_RDMA_WITH_IMM = 129,
+};
+enum {
+	USB4V_WC_SUCCESS = 0,
+	USB4V_WC_LOC_LEN_ERR = 1,
+	USB4V_WC_LOC_PROT_ERR = 4,
+	USB4V_WC_WR_FLUSH_ERR = 5,
+	USB4V_WC_REM_ACCESS_ERR = 10,
+	USB4V_WC_RETRY_EXC_ERR = 12,
+	USB4V_WC_RNR_RETRY_EXC_ERR = 13,
+	USB4V_WC_GENERAL_ERR = 21,
+};
+enum { USB4V_WC_WITH_IMM = 2 };
+/* enum ibv_qp_type */
+enum { USB4V_QPT_RC = 2, USB4V_QPT_UC = 3, USB4V_QPT_UD = 4 };
+/* enum ibv_qp_state */
+enum { USB4V_QPS_RESET = 0, USB4V_QPS_INIT = 1, USB4V_QPS_RTR = 2, USB4V_QPS_RTS = 3, USB4V_QPS_ERR = 6 };
+
+/*
+ * The syscall seam. The engine never calls write/ioctl/mmap itself; tests plug
+ * a kernel double in here. Every function returns >= 0 on success or -errno.
+ */
+struct usb4v_sys {
+	void *ctx;
+	ssize_t (*write)(void *ctx, int fd, const void *buf, size_t len);
+	int (*ioctl)(void *ctx, int fd, unsigned long req, void *arg);
+	int (*mmap)(void *ctx, int fd, uint64_t offset, size_t len, void **addr);
+	int (*munmap)(void *ctx, void *addr, size_t len);
+};
+
+/* The libc implementation of the seam. */
+const struct usb4v_sys *usb4v_libc_sys(void);
+
+enum usb4v_backend {
+	USB4V_BACKEND_NONE = 0,
+	USB4V_BACKEND_RXE = 1,    /* rxe mapped rings */
+	USB4V_BACKEND_KCMD = 2,   /* usb4 kernel commands */
+	USB4V_BACKEND_CQRING = 3, /* usb4 mapped CQ ring (ABI 2) */
+	USB4V_BACKEND_DV = 4,     /* usb4 DV send queue (v2) */
+};
+
+/* An AH as the engine needs it: cshim allocates its ibv_ah inside this. */
+struct usb4v_ah {
+	struct usb4v_ibv_ah ibv_ah; /* must stay first: the engine casts */
+	uint32_t ah_num;            /* rxe: kernel AH index, 0 on old kernels */
+	struct usb4v_rxe_av av;     /* rxe: copied into UD WQEs when ah_num == 0 */
+};
+
+/* One mapped rxe queue (producer of SQ/RQ/SRQ, consumer of CQ is user space). */
+struct usb4v_rxe_ring {
+	struct usb4v_rxe_queue_buf *buf;
+	uint8_t *data;
+	uint32_t mask;
+	uint32_t log2_elem;
+	size_t map_len;
+	int owned; /* unmap on destroy */
+};
+
+struct usb4v_qp;
+
+/* DV send-completion order: one ticket per completion the QP must report. */
+#define USB4V_DV_TICKETS 4096
+enum { USB4V_TICKET_DV = 1, USB4V_TICKET_KERNEL = 2 };
+
+struct usb4v_dv {
+	struct usb4v_usb4_rdma_dv_wqe *sq;
+	struct usb4v_usb4_rdma_dv_cqe *cq;
+	struct usb4v_usb4_rdma_dv_doorbell *db;
+	uint32_t sq_entries, cq_entries;
+	uint32_t caps;
+	uint8_t gen;
+	uint32_t sq_tail;        /* private producer counter (24-bit space) */
+	uint32_t cq_head;        /* private consumer counter */
+	uint32_t signaled_inflight;
+	/* tickets: ring of USB4V_TICKET_* in posting order, under sq_lock/cq lock */
+	uint8_t tickets[USB4V_DV_TICKETS];
+	uint32_t t_head, t_tail;
+	/* kernel-path send completions of this QP held back to keep order */
+	struct usb4v_ibv_wc stash[64];
+	uint32_t s_head, s_tail;
+	int kick; /* ring KICK once per batch */
+};
+
+struct usb4v_cq {
+	int backend;
+	const struct usb4v_sys *sys;
+	int cmd_fd;
+	uint32_t handle;
+	uint32_t cqe;
+	pthread_spinlock_t lock;
+	int error; /* latched negative errno (overrun): permanent */
+	struct usb4v_rxe_ring rxe;
+	struct {
+		struct usb4v_tbv_cq_shm *hdr;
+		struct usb4v_ib_uverbs_wc *ring;
+		uint32_t cqe;
+		uint32_t head;     /* private slot cursor */
+		uint32_t consumed; /* private total, published to hdr->consumed */
+		size_t map_len;
+	} shm;
+	struct usb4v_qp *dv_qps; /* DV QPs whose send CQ this is (list via dv_next) */
+	/* kernel-command poll scratch */
+	uint8_t *pollbuf;
+	size_t pollbuf_len;
+	char fallback_reason[96];
+};
+
+struct usb4v_srq {
+	int backend;
+	const struct usb4v_sys *sys;
+	int cmd_fd;
+	uint32_t handle;
+	uint32_t max_sge;
+	pthread_spinlock_t lock;
+	struct usb4v_rxe_ring rq;
+};
+
+struct usb4v_qp {
+	int send_backend;
+	int recv_backend;
+	const struct usb4v_sys *sys;
+	int cmd_fd;
+	uint32_t handle;
+	uint32_t qp_num;
+	uint32_t qp_type;
+	int state; /* kept current by the control path */
+	int sq_sig_all;
+	uint32_t max_send_sge, max_recv_sge, max_inline;
+	pthread_spinlock_t sq_lock;
+	pthread_spinlock_t rq_lock;
+	struct usb4v_rxe_ring sq, rq;
+	struct usb4v_srq *srq;
+	struct usb4v_cq *send_cq, *recv_cq;
+	struct usb4v_dv *dv;
+	struct usb4v_qp *dv_next;
+	char fallback_reason[96];
+};
+
+/* ---- data-path entry points ---- */
+int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
+		    struct usb4v_ibv_send_wr **bad_wr);
+int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
+		    struct usb4v_ibv_recv_wr **bad_wr);
+int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
+			struct usb4v_ibv_recv_wr **bad_wr);
+int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
+int usb4v_req_notify_cq(struct usb4v_cq *cq, int solicited_only);
+
+/* ---- object lifecycle (called by the control path) ---- */
+struct usb4v_cq *usb4v_cq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t cqe);
+/* rxe: map (or adopt, if addr != NULL) the CQ ring. 0 or -errno. */
+int usb4v_cq_attach_rxe(struct usb4v_cq *cq, void *addr, uint64_t offset, size_t size);
+/* usb4: try the mapped CQ ring offered by create_cq's response tail; on any
+ * problem the CQ stays on kernel commands and 0 is returned with the reason
+ * in cq->fallback_reason. Returns 1 when the ring is in use. */
+int usb4v_cq_try_shm(struct usb4v_cq *cq, const struct usb4v_tbv_uresp_create_cq *tail,
+		     uint32_t requested_cqe);
+void usb4v_cq_free(struct usb4v_cq *cq);
+
+struct usb4v_srq *usb4v_srq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t max_sge);
+int usb4v_srq_attach_rxe(struct usb4v_srq *srq, void *addr, uint64_t offset, size_t size);
+void usb4v_srq_free(struct usb4v_srq *srq);
+
+struct usb4v_qp *usb4v_qp_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle,
+			      uint32_t qp_num, uint32_t qp_type, int sq_sig_all,
+			      uint32_t max_send_sge, uint32_t max_recv_sge, uint32_t max_inline,
+			      struct usb4v_cq *send_cq, struct usb4v_cq *recv_cq,
+			      struct usb4v_srq *srq);
+int usb4v_qp_attach_rxe(struct usb4v_qp *qp, void *sq_addr, uint64_t sq_off, size_t sq_size,
+			void *rq_addr, uint64_t rq_off, size_t rq_size);
+/* usb4 DV: QUERY_CAPS answer (0 or -errno). */
+int usb4v_dv_query_caps(const struct usb4v_sys *sys, int cmd_fd, uint32_t driver_id,
+			struct usb4v_usb4_rdma_dv_query_caps_resp *caps);
+/* usb4 DV: CREATE_QUEUE for this QP; 1 when in use, 0 when it fell back. */
+int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
+		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps,
+		    uint32_t sq_entries, uint32_t cq_entries);
+void usb4v_qp_set_state(struct usb4v_qp *qp, int state);
+/* Detach (DESTROY_QUEUE, unmap, unlink) and free. */
+void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id);
+
+const char *usb4v_backend_name(int backend);
+
+/* ---- helpers shared by backends (engine.c) ---- */
+void usb4v_uwc_to_ibv(const struct usb4v_ib_uverbs_wc *in, struct usb4v_ibv_wc *out);
+int usb4v_uverbs_ioctl(const struct usb4v_sys *sys, int fd, uint32_t driver_id,
+		       uint16_t object, uint16_t method,
+		       struct usb4v_ib_uverbs_attr *attrs, uint16_t nattrs);
+
+/* Per-backend operations (rxe.c, kcmd.c, cqring.c, dv.c). */
+int usb4v_rxe_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
+int usb4v_rxe_post_recv(struct usb4v_rxe_ring *rq, uint32_t max_sge, struct usb4v_ibv_recv_wr *wr,
+			struct usb4v_ibv_recv_wr **bad);
+int usb4v_rxe_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
+int usb4v_kcmd_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
+int usb4v_kcmd_post_recv(const struct usb4v_sys *sys, int fd, uint32_t cmd, uint32_t handle,
+			 struct usb4v_ibv_recv_wr *wr, struct usb4v_ibv_recv_wr **bad);
+int usb4v_kcmd_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
+int usb4v_kcmd_req_notify(const struct usb4v_sys *sys, int fd, uint32_t handle, int solicited);
+int usb4v_shm_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
+int usb4v_shm_validate(const struct usb4v_tbv_cq_shm *hdr, const struct usb4v_tbv_uresp_create_cq *tail,
+		       uint32_t requested_cqe, size_t mapped_len, const char **why);
+int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
+int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
+int usb4v_dv_route_kernel_wc(struct usb4v_cq *cq, const struct usb4v_ibv_wc *wc);
+int usb4v_dv_encode_wqe(const struct usb4v_ibv_send_wr *wr, uint32_t caps, uint8_t gen,
+			struct usb4v_usb4_rdma_dv_wqe *out);
+void usb4v_dv_cqe_to_ibv(const struct usb4v_usb4_rdma_dv_cqe *cqe, uint32_t qp_num, struct usb4v_ibv_wc *out);
+
+#endif

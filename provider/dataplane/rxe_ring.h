@@ -1,0 +1,60 @@
+/*
+ * Index helpers for the rxe queues shared with the kernel
+ * (linux:include/uapi/rdma/rdma_user_rxe.h struct rxe_queue_buf).
+ *
+ * Ownership: user space is the producer of SQ, RQ and SRQ and the consumer of
+ * CQ; the kernel owns the other index of each queue. Indices always lie in
+ * [0, index_mask]; only new values are masked. Between user threads the
+ * queue's spinlock orders everything (qp->sq_lock for SQ, qp->rq_lock or
+ * srq->lock for receive queues, cq->lock for CQ); the atomics below only
+ * order us against the kernel: load the peer's index with acquire (so the
+ * entries it published are visible), load our own relaxed (only we write
+ * it), and publish ours with release (so the entry is written before the
+ * kernel can see the index move).
+ */
+#ifndef USB4V_RXE_RING_H
+#define USB4V_RXE_RING_H
+
+#include "engine.h"
+
+/* Producer side; caller holds the queue's producer lock. */
+static inline int rxe_full(const struct usb4v_rxe_ring *r)
+{
+	uint32_t prod = __atomic_load_n(&r->buf->producer_index, __ATOMIC_RELAXED);
+	uint32_t cons = __atomic_load_n(&r->buf->consumer_index, __ATOMIC_ACQUIRE);
+	return cons == ((prod + 1) & r->mask);
+}
+
+static inline void *rxe_producer_addr(const struct usb4v_rxe_ring *r)
+{
+	uint32_t prod = __atomic_load_n(&r->buf->producer_index, __ATOMIC_RELAXED) & r->mask;
+	return r->data + ((size_t)prod << r->log2_elem);
+}
+
+static inline void rxe_advance_producer(struct usb4v_rxe_ring *r)
+{
+	uint32_t prod = __atomic_load_n(&r->buf->producer_index, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->buf->producer_index, (prod + 1) & r->mask, __ATOMIC_RELEASE);
+}
+
+/* Consumer side (CQ); caller holds cq->lock. */
+static inline int rxe_empty(const struct usb4v_rxe_ring *r)
+{
+	uint32_t prod = __atomic_load_n(&r->buf->producer_index, __ATOMIC_ACQUIRE);
+	uint32_t cons = __atomic_load_n(&r->buf->consumer_index, __ATOMIC_RELAXED);
+	return prod == cons;
+}
+
+static inline void *rxe_consumer_addr(const struct usb4v_rxe_ring *r)
+{
+	uint32_t cons = __atomic_load_n(&r->buf->consumer_index, __ATOMIC_RELAXED) & r->mask;
+	return r->data + ((size_t)cons << r->log2_elem);
+}
+
+static inline void rxe_advance_consumer(struct usb4v_rxe_ring *r)
+{
+	uint32_t cons = __atomic_load_n(&r->buf->consumer_index, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->buf->consumer_index, (cons + 1) & r->mask, __ATOMIC_RELEASE);
+}
+
+#endif

@@ -1,0 +1,2 @@
+// Package provider is the usb4verbs verbs engine usable from Go.
+package provider

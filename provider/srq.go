@@ -1,0 +1,185 @@
+package provider
+
+import (
+	"errors"
+
+	"usb4verbs/uapi"
+)
+
+// SRQInitAttr describes a shared receive queue to create.
+type SRQInitAttr struct {
+	MaxWR      uint32
+	MaxSGE     uint32
+	Limit      uint32 // arm the limit event at this many WRs (0: not armed)
+	UserHandle uint64 // reported in async events; 0: the provider picks one
+}
+
+// SRQAttr are the modifiable/queryable attributes of an SRQ.
+type SRQAttr struct {
+	MaxWR  uint32
+	MaxSGE uint32
+	Limit  uint32
+}
+
+// SRQ is a shared receive queue.
+type SRQ struct {
+	pd         *PD
+	handle     uint32
+	srqn       uint32
+	userHandle uint64
+	attr       SRQAttr // as granted at creation
+	driverResp []byte
+	destroyed  bool
+}
+
+// CreateSRQ creates a basic SRQ (UVERBS_METHOD_SRQ_CREATE, or the CREATE_SRQ
+// write command). The usb4 kernel has no SRQs (ErrNotSupported).
+func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
+	const verb = "create srq"
+	if err := pd.lock(verb); err != nil {
+		return nil, err
+	}
+	defer pd.ctx.mu.Unlock()
+	c := pd.ctx
+	uh := c.userHandle(attr.UserHandle)
+	var drv []byte
+	if c.info.Driver.Kind == DriverRXE {
+		drv = make([]byte, uapi.SizeofRxeCreateSrqResp)
+	}
+	var maxWR, maxSGE, srqn uint32
+	ic := newIoctl(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_CREATE).
+		newObj(uapi.UVERBS_ATTR_CREATE_SRQ_HANDLE).
+		idr(uapi.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, pd.handle).
+		constIn(uapi.UVERBS_ATTR_CREATE_SRQ_TYPE, uapi.IB_UVERBS_SRQT_BASIC).
+		inU64(uapi.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, uh).
+		inU32(uapi.UVERBS_ATTR_CREATE_SRQ_MAX_WR, attr.MaxWR).
+		inU32(uapi.UVERBS_ATTR_CREATE_SRQ_MAX_SGE, attr.MaxSGE).
+		inU32(uapi.UVERBS_ATTR_CREATE_SRQ_LIMIT, attr.Limit).
+		out(uapi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, bytesOf(&maxWR)).
+		out(uapi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, bytesOf(&maxSGE)).
+		out(uapi.UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, bytesOf(&srqn)).optional()
+	if len(drv) > 0 {
+		ic.out(uapi.UVERBS_ATTR_UHW_OUT, drv)
+	}
+	var handle uint32
+	err := c.cmd.ioctl(ic)
+	switch {
+	case err == nil:
+		h, _ := ic.result(uapi.UVERBS_ATTR_CREATE_SRQ_HANDLE)
+		handle = uint32(h)
+	case errors.Is(err, errIoctlUnsupported):
+		req := uapi.IbUverbsCreateSrq{UserHandle: uh, PdHandle: pd.handle, MaxWr: attr.MaxWR, MaxSge: attr.MaxSGE, SrqLimit: attr.Limit}
+		var resp uapi.IbUverbsCreateSrqResp
+		if err := c.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_CREATE_SRQ, in: bytesOf(&req), out: bytesOf(&resp), uhwOut: drv}); err != nil {
+			return nil, verbError(verb, err)
+		}
+		handle, maxWR, maxSGE, srqn = resp.SrqHandle, resp.MaxWr, resp.MaxSge, resp.Srqn
+	default:
+		return nil, verbError(verb, err)
+	}
+	srq := &SRQ{pd: pd, handle: handle, srqn: srqn, userHandle: uh,
+		attr: SRQAttr{MaxWR: maxWR, MaxSGE: maxSGE, Limit: attr.Limit}, driverResp: drv}
+	c.srqs[uh] = srq
+	c.track(srq)
+	return srq, nil
+}
+
+// Handle is the kernel's handle of the SRQ.
+func (srq *SRQ) Handle() uint32 { return srq.handle }
+
+// SRQN is the SRQ number (XRC peers address it; 0 if the kernel did not say).
+func (srq *SRQ) SRQN() uint32 { return srq.srqn }
+
+// UserHandle is the value the kernel reports in this SRQ's async events.
+func (srq *SRQ) UserHandle() uint64 { return srq.userHandle }
+
+// InitAttr returns the sizes the kernel granted at creation.
+func (srq *SRQ) InitAttr() SRQAttr { return srq.attr }
+
+// DriverResp is the raw driver response of create_srq (rxe: rxe_create_srq_resp).
+func (srq *SRQ) DriverResp() []byte { return srq.driverResp }
+
+// RxeQueue returns the mmap info of an rxe SRQ's ring.
+func (srq *SRQ) RxeQueue() (uapi.Mminfo, bool) { return rxeMminfo(srq.pd.ctx, srq.driverResp, 0) }
+
+func (srq *SRQ) lock(verb string) error {
+	if err := srq.pd.ctx.lock(verb); err != nil {
+		return err
+	}
+	if srq.destroyed {
+		srq.pd.ctx.mu.Unlock()
+		return verbError(verb, errClosed("srq"))
+	}
+	return nil
+}
+
+// Modify changes the SRQ's limit (uapi.IB_SRQ_LIMIT) and/or size
+// (uapi.IB_SRQ_MAX_WR) (MODIFY_SRQ write command).
+func (srq *SRQ) Modify(attr SRQAttr, mask uint32) error {
+	const verb = "modify srq"
+	if err := srq.lock(verb); err != nil {
+		return err
+	}
+	defer srq.pd.ctx.mu.Unlock()
+	req := uapi.IbUverbsModifySrq{SrqHandle: srq.handle, AttrMask: mask, MaxWr: attr.MaxWR, SrqLimit: attr.Limit}
+	w := &writeCmd{cmd: uapi.IB_USER_VERBS_CMD_MODIFY_SRQ, in: bytesOf(&req)}
+	if srq.pd.ctx.info.Driver.Kind == DriverRXE {
+		// rxe_modify_srq insists on rxe_modify_srq_cmd: the address where
+		// it writes the resized ring's mmap info.
+		mi := new(uapi.Mminfo)
+		cmd := uapi.RxeModifySrqCmd{MmapInfoAddr: uint64(addrOf(bytesOf(mi)))}
+		w.uhwIn = bytesOf(&cmd)
+		w.pin = [][]byte{bytesOf(mi)}
+	}
+	if err := srq.pd.ctx.cmd.execWrite(w); err != nil {
+		return verbError(verb, err)
+	}
+	return nil
+}
+
+// Query returns the SRQ's current attributes (QUERY_SRQ command).
+func (srq *SRQ) Query() (SRQAttr, error) {
+	const verb = "query srq"
+	if err := srq.lock(verb); err != nil {
+		return SRQAttr{}, err
+	}
+	defer srq.pd.ctx.mu.Unlock()
+	req := uapi.IbUverbsQuerySrq{SrqHandle: srq.handle}
+	var r uapi.IbUverbsQuerySrqResp
+	if err := srq.pd.ctx.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_QUERY_SRQ, in: bytesOf(&req), out: bytesOf(&r)}); err != nil {
+		return SRQAttr{}, verbError(verb, err)
+	}
+	return SRQAttr{MaxWR: r.MaxWr, MaxSGE: r.MaxSge, Limit: r.SrqLimit}, nil
+}
+
+// Destroy destroys the SRQ. The kernel refuses (EBUSY) while QPs use it.
+func (srq *SRQ) Destroy() error {
+	const verb = "destroy srq"
+	if err := srq.lock(verb); err != nil {
+		return err
+	}
+	defer srq.pd.ctx.mu.Unlock()
+	if err := srq.destroyLocked(); err != nil {
+		return verbError(verb, err)
+	}
+	srq.pd.ctx.untrack(srq)
+	return nil
+}
+
+func (srq *SRQ) destroyRank() int { return rankSRQ }
+
+func (srq *SRQ) destroyLocked() error {
+	var resp uapi.IbUverbsDestroySrqResp
+	req := uapi.IbUverbsDestroySrq{SrqHandle: srq.handle}
+	err := srq.pd.ctx.cmd.destroy(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_DESTROY,
+		uapi.UVERBS_ATTR_DESTROY_SRQ_HANDLE, srq.handle, uapi.UVERBS_ATTR_DESTROY_SRQ_RESP, bytesOf(&resp),
+		&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_DESTROY_SRQ, in: bytesOf(&req), out: bytesOf(&resp)})
+	if err != nil {
+		return err
+	}
+	srq.destroyed = true
+	if c := srq.pd.ctx; c.srqs[srq.userHandle] == srq {
+		delete(c.srqs, srq.userHandle)
+	}
+	return nil
+}

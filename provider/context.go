@@ -28,11 +28,11 @@ type Context struct {
 
 	mu         sync.Mutex
 	closed     bool
-	objects    []object          // live objects, creation order
-	cqs        map[uint64]*CQ    // by user handle, for completion and async events
-	qps        map[uint64]*QP    // by user handle, for async events
-	srqs       map[uint64]*SRQ   // by user handle, for async events
-	nextHandle uint64            // generated user handles when the caller gives none
+	objects    []object         // live objects, creation order
+	cqs        map[uint64]*CQ   // by user handle, for completion and async events
+	qps        map[uint64]*QP   // by user handle, for async events
+	srqs       map[uint64]*SRQ  // by user handle, for async events
+	nextHandle uint64           // generated user handles when the caller gives none
 	maps       map[*byte][]byte // mappings of the command fd we own
 }
 
@@ -261,7 +261,7 @@ func (c *Context) unmapCmdFDLocked(b []byte) error {
 
 // ODPCaps are the on-demand-paging capabilities.
 type ODPCaps struct {
-	GeneralCaps                    uint64
+	GeneralCaps                     uint64
 	RCCaps, UCCaps, UDCaps, XRCCaps uint32
 }
 
@@ -320,18 +320,18 @@ type DeviceAttr struct {
 	LocalCAAckDelay       uint8
 	PhysPortCnt           uint8
 
-	CompMask          uint32
-	ResponseLength    uint32 // bytes of the extended response the kernel filled
-	ODPCaps           ODPCaps
-	TimestampMask     uint64
-	HCACoreClock      uint64 // kHz
-	RSSCaps           RSSCaps
-	MaxWQTypeRQ       uint32
-	RawPacketCaps     uint32
-	TMCaps            TMCaps
-	MaxCQModeration   uint16 // count
-	MaxCQModPeriod    uint16 // µs
-	MaxDMSize         uint64
+	CompMask        uint32
+	ResponseLength  uint32 // bytes of the extended response the kernel filled
+	ODPCaps         ODPCaps
+	TimestampMask   uint64
+	HCACoreClock    uint64 // kHz
+	RSSCaps         RSSCaps
+	MaxWQTypeRQ     uint32
+	RawPacketCaps   uint32
+	TMCaps          TMCaps
+	MaxCQModeration uint16 // count
+	MaxCQModPeriod  uint16 // µs
+	MaxDMSize       uint64
 }
 
 func be64(v uint64) uint64 { return bits.ReverseBytes64(v) } // amd64/arm64 are little endian

@@ -214,4 +214,3 @@ func (cq *CQ) destroyLocked() error {
 	}
 	return nil
 }
-

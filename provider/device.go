@@ -46,16 +46,16 @@ type Driver struct {
 
 // DeviceInfo describes one RDMA device and its uverbs character device.
 type DeviceInfo struct {
-	Name        string
-	Index       uint32 // kernel device index (0 when found through sysfs)
-	NodeGUID    uint64
-	NodeType    uint8
-	NumPorts    uint32
-	Protocol    string
-	Chardev     string // /dev/infiniband/uverbsN
-	ABIVersion  uint64
-	Driver      Driver
-	FromSysfs   bool // netlink was unavailable; found the way libibverbs' sysfs scan does
+	Name       string
+	Index      uint32 // kernel device index (0 when found through sysfs)
+	NodeGUID   uint64
+	NodeType   uint8
+	NumPorts   uint32
+	Protocol   string
+	Chardev    string // /dev/infiniband/uverbsN
+	ABIVersion uint64
+	Driver     Driver
+	FromSysfs  bool // netlink was unavailable; found the way libibverbs' sysfs scan does
 }
 
 // usb4 node GUID: bytes 1..3 are 00 54 42 and the top byte is 2 (native) or
@@ -160,16 +160,16 @@ func infoFrom(d rdmanl.Device, cd rdmanl.Chardev, fromSysfs bool) DeviceInfo {
 		id = d.DriverID
 	}
 	return DeviceInfo{
-		Name:        d.Name,
-		Index:       d.Index,
-		NodeGUID:    d.NodeGUID,
-		NodeType:    d.NodeType,
-		NumPorts:    d.NumPorts,
-		Protocol:    d.Protocol,
-		Chardev:     cd.Path,
-		ABIVersion:  cd.ABIVersion,
-		Driver:      classifyDriver(d.Name, d.NodeGUID, id),
-		FromSysfs:   fromSysfs,
+		Name:       d.Name,
+		Index:      d.Index,
+		NodeGUID:   d.NodeGUID,
+		NodeType:   d.NodeType,
+		NumPorts:   d.NumPorts,
+		Protocol:   d.Protocol,
+		Chardev:    cd.Path,
+		ABIVersion: cd.ABIVersion,
+		Driver:     classifyDriver(d.Name, d.NodeGUID, id),
+		FromSysfs:  fromSysfs,
 	}
 }
 

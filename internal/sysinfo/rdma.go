@@ -32,13 +32,13 @@ type Device struct {
 
 // Port is one port of a device.
 type Port struct {
-	Num       int    `json:"port"`
-	State     string `json:"state"`      // "ACTIVE"
-	PhysState string `json:"phys_state"` // "LinkUp"
-	Rate      string `json:"rate"`       // "40 Gb/sec (4X FDR10)"
+	Num       int     `json:"port"`
+	State     string  `json:"state"`      // "ACTIVE"
+	PhysState string  `json:"phys_state"` // "LinkUp"
+	Rate      string  `json:"rate"`       // "40 Gb/sec (4X FDR10)"
 	SpeedGbps float64 `json:"speed_gbps"`
-	Width     string `json:"width"` // "4X"
-	LinkLayer string `json:"link_layer"`
+	Width     string  `json:"width"` // "4X"
+	LinkLayer string  `json:"link_layer"`
 	// MTU is the active MTU in bytes when it can be derived from the tree
 	// (0 otherwise); MTUSource says how.
 	MTU       int    `json:"active_mtu,omitempty"`

@@ -227,4 +227,3 @@ func FuzzParseGUID(f *testing.F) {
 		}
 	})
 }
-

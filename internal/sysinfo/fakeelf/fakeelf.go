@@ -161,4 +161,3 @@ func LibibverbsNodes(public, pabi int) []string {
 	}
 	return append(nodes, "IBVERBS_PRIVATE_"+strconv.Itoa(pabi))
 }
-

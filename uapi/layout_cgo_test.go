@@ -4,12 +4,15 @@ package uapi
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"usb4verbs/uapi/internal/cabi"
+	"usb4verbs/uapi/internal/cname"
 	"usb4verbs/uapi/internal/gosrc"
 )
 
@@ -138,4 +141,59 @@ func TestGeneratedTablesUpToDate(t *testing.T) {
 			t.Errorf("%s is stale: run go generate ./uapi", committed)
 		}
 	}
+}
+
+// TestCHeaderAgainstSystemHeaders compiles one C file that includes both
+// the generated header and the kernel's, asserting in C that every USB4V_
+// constant equals the kernel constant of the same name and that every
+// usb4v_ struct has the kernel struct's size and member offsets.
+func TestCHeaderAgainstSystemHeaders(t *testing.T) {
+	hdr, err := os.ReadFile(cHeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src bytes.Buffer
+	src.WriteString("#include <stddef.h>\n#include <linux/netlink.h>\n")
+	for _, h := range []string{"rdma_user_ioctl_cmds.h", "ib_user_verbs.h", "ib_user_ioctl_cmds.h", "ib_user_ioctl_verbs.h", "rdma_user_rxe.h"} {
+		fmt.Fprintf(&src, "#include <rdma/%s>\n", h)
+	}
+	src.WriteString("#include \"usb4verbs_uapi.h\"\n")
+	consts := 0
+	for _, line := range strings.Split(string(hdr), "\n") {
+		name, ok := strings.CutPrefix(line, "#define USB4V_")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, " ")
+		if _, ok := cabi.Value("const:" + name); !ok {
+			continue
+		}
+		consts++
+		fmt.Fprintf(&src, "_Static_assert((long long)USB4V_%s == (long long)(%s), \"%s\");\n", name, name, name)
+	}
+	structs := 0
+	for goName, rt := range structTypes {
+		cn, ok := cabi.CName(goName)
+		if !ok || strings.Contains(cn, ".") || !strings.Contains(string(hdr), "struct usb4v_"+cn+" {") {
+			continue // union views and structs the header does not carry
+		}
+		structs++
+		fmt.Fprintf(&src, "_Static_assert(sizeof(struct usb4v_%s) == sizeof(struct %s), \"%s size\");\n", cn, cn, cn)
+		for i := 0; i < rt.NumField(); i++ {
+			f := rt.Field(i)
+			cf, ok := cabi.CName(goName + "." + f.Name)
+			if f.Name == "_" || !ok {
+				continue
+			}
+			fmt.Fprintf(&src, "_Static_assert(offsetof(struct usb4v_%s, %s) == offsetof(struct %s, %s), \"%s.%s\");\n",
+				cn, cname.Snake(f.Name), cn, cf, cn, cf)
+		}
+	}
+	if consts < 80 || structs < 25 {
+		t.Fatalf("only %d constants and %d structs cross-checked", consts, structs)
+	}
+	if out, err := compileC(t, src.String()); err != nil {
+		t.Fatalf("generated header disagrees with /usr/include/rdma: %v\n%s", err, out)
+	}
+	t.Logf("C header cross-checked in C: %d constants, %d structs", consts, structs)
 }

@@ -465,7 +465,7 @@ _Static_assert(offsetof(struct usb4v_usb4_rdma_dv_wqe, generation) == 44, "dv wq
 _Static_assert(sizeof(struct usb4v_usb4_rdma_dv_cqe) == 64, "dv cqe");
 _Static_assert(sizeof(struct usb4v_usb4_rdma_dv_doorbell) == 128, "dv doorbell");
 _Static_assert(sizeof(struct usb4v_usb4_rdma_dv_query_caps_resp) == 64, "dv caps");
-_Static_assert(sizeof(struct usb4v_usb4_rdma_dv_queue_create) == 56, "dv create");
+_Static_assert(sizeof(struct usb4v_usb4_rdma_dv_queue_create) == 64, "dv create");
 _Static_assert(sizeof(struct usb4v_usb4_rdma_dv_queue_resp) == 16, "dv resp");
 _Static_assert(sizeof(struct usb4v_usb4_rdma_dv_kick) == 16, "dv kick");
 

@@ -1,0 +1,222 @@
+/* usb4 kernel-command backend: every post and poll is one legacy uverbs
+ * write command, encoded as the uverbs core decodes it
+ * (linux:drivers/infiniband/core/uverbs_cmd.c ib_uverbs_post_send,
+ * ib_uverbs_unmarshall_recv, ib_uverbs_poll_cq, ib_uverbs_req_notify_cq):
+ * header, command, wr_count WQEs of wqe_size bytes, then sge_count SGEs.
+ * Long WR lists go out in chunks; resp.bad_wr is the 1-based index of the
+ * failing WR within its chunk (0 when the kernel refused the command before
+ * posting anything). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+enum { KCMD_MAX_WR = 16, KCMD_MAX_SGE = 64, KCMD_MAX_POLL = 256 };
+
+static int kcmd_write(const struct usb4v_sys *sys, int fd, const void *buf, size_t len)
+{
+	ssize_t n = sys->write(sys->ctx, fd, buf, len);
+	if (n < 0)
+		return (int)-n;
+	return n == (ssize_t)len ? 0 : EIO;
+}
+
+/* Encodes one ibv_send_wr as struct ib_uverbs_send_wr. */
+static void encode_send_wr(const struct usb4v_ibv_send_wr *wr, struct usb4v_ib_uverbs_send_wr *u)
+{
+	memset(u, 0, sizeof(*u));
+	u->wr_id = wr->wr_id;
+	u->num_sge = (uint32_t)wr->num_sge;
+	u->opcode = wr->opcode;
+	u->send_flags = wr->send_flags;
+	u->ex = wr->imm_data;
+	switch (wr->opcode) {
+	case USB4V_WR_RDMA_WRITE:
+	case USB4V_WR_RDMA_WRITE_WITH_IMM:
+	case USB4V_WR_RDMA_READ:
+		u->wr.rdma.remote_addr = wr->wr.rdma.remote_addr;
+		u->wr.rdma.rkey = wr->wr.rdma.rkey;
+		break;
+	case USB4V_WR_ATOMIC_CMP_AND_SWP:
+	case USB4V_WR_ATOMIC_FETCH_AND_ADD:
+		u->wr.atomic.remote_addr = wr->wr.atomic.remote_addr;
+		u->wr.atomic.compare_add = wr->wr.atomic.compare_add;
+		u->wr.atomic.swap = wr->wr.atomic.swap;
+		u->wr.atomic.rkey = wr->wr.atomic.rkey;
+		break;
+	default:
+		break;
+	}
+}
+
+int usb4v_kcmd_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad)
+{
+	struct {
+		struct usb4v_ib_uverbs_cmd_hdr hdr;
+		struct usb4v_ib_uverbs_post_send cmd;
+		struct usb4v_ib_uverbs_send_wr wrs[KCMD_MAX_WR];
+		struct usb4v_ib_uverbs_sge sges[KCMD_MAX_SGE];
+	} b;
+	struct usb4v_ibv_send_wr *chunk[KCMD_MAX_WR];
+	while (wr) {
+		uint32_t nwr = 0, nsge = 0;
+		struct usb4v_ib_uverbs_sge sg[KCMD_MAX_SGE];
+		for (; wr && nwr < KCMD_MAX_WR; wr = wr->next) {
+			if (wr->num_sge < 0 || (wr->num_sge > 0 && !wr->sg_list) ||
+			    wr->num_sge > KCMD_MAX_SGE || (qp->qp_type == USB4V_QPT_UD && !wr->wr.ud.ah)) {
+				if (nwr == 0) {
+					*bad = wr;
+					return EINVAL;
+				}
+				break; /* send what we have; this WR fails next round */
+			}
+			if (nsge + (uint32_t)wr->num_sge > KCMD_MAX_SGE)
+				break;
+			encode_send_wr(wr, &b.wrs[nwr]);
+			if (qp->qp_type == USB4V_QPT_UD) {
+				b.wrs[nwr].wr.ud.ah = wr->wr.ud.ah->handle;
+				b.wrs[nwr].wr.ud.remote_qpn = wr->wr.ud.remote_qpn;
+				b.wrs[nwr].wr.ud.remote_qkey = wr->wr.ud.remote_qkey;
+			}
+			for (int i = 0; i < wr->num_sge; i++) {
+				sg[nsge].addr = wr->sg_list[i].addr;
+				sg[nsge].length = wr->sg_list[i].length;
+				sg[nsge].lkey = wr->sg_list[i].lkey;
+				nsge++;
+			}
+			chunk[nwr++] = wr;
+		}
+		/* SGEs follow the WQEs directly. */
+		size_t len = sizeof(b.hdr) + sizeof(b.cmd) + nwr * sizeof(b.wrs[0]);
+		memcpy((uint8_t *)&b + len, sg, nsge * sizeof(sg[0]));
+		len += nsge * sizeof(sg[0]);
+		struct usb4v_ib_uverbs_post_send_resp resp = {0};
+		b.hdr.command = USB4V_IB_USER_VERBS_CMD_POST_SEND;
+		b.hdr.in_words = (uint16_t)(len / 4);
+		b.hdr.out_words = sizeof(resp) / 4;
+		b.cmd.response = (uint64_t)(uintptr_t)&resp;
+		b.cmd.qp_handle = qp->handle;
+		b.cmd.wr_count = nwr;
+		b.cmd.sge_count = nsge;
+		b.cmd.wqe_size = sizeof(b.wrs[0]);
+		int rc = kcmd_write(qp->sys, qp->cmd_fd, &b, len);
+		if (rc) {
+			uint32_t i = resp.bad_wr ? resp.bad_wr - 1 : 0;
+			*bad = chunk[i < nwr ? i : 0];
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int usb4v_kcmd_post_recv(const struct usb4v_sys *sys, int fd, uint32_t command, uint32_t handle,
+			 struct usb4v_ibv_recv_wr *wr, struct usb4v_ibv_recv_wr **bad)
+{
+	struct {
+		struct usb4v_ib_uverbs_cmd_hdr hdr;
+		struct usb4v_ib_uverbs_post_recv cmd;
+		struct usb4v_ib_uverbs_recv_wr wrs[KCMD_MAX_WR];
+		struct usb4v_ib_uverbs_sge sges[KCMD_MAX_SGE];
+	} b;
+	struct usb4v_ibv_recv_wr *chunk[KCMD_MAX_WR];
+	while (wr) {
+		uint32_t nwr = 0, nsge = 0;
+		struct usb4v_ib_uverbs_sge sg[KCMD_MAX_SGE];
+		for (; wr && nwr < KCMD_MAX_WR; wr = wr->next) {
+			if (wr->num_sge < 0 || (wr->num_sge > 0 && !wr->sg_list) || wr->num_sge > KCMD_MAX_SGE) {
+				if (nwr == 0) {
+					*bad = wr;
+					return EINVAL;
+				}
+				break;
+			}
+			if (nsge + (uint32_t)wr->num_sge > KCMD_MAX_SGE)
+				break;
+			memset(&b.wrs[nwr], 0, sizeof(b.wrs[nwr]));
+			b.wrs[nwr].wr_id = wr->wr_id;
+			b.wrs[nwr].num_sge = (uint32_t)wr->num_sge;
+			for (int i = 0; i < wr->num_sge; i++) {
+				sg[nsge].addr = wr->sg_list[i].addr;
+				sg[nsge].length = wr->sg_list[i].length;
+				sg[nsge].lkey = wr->sg_list[i].lkey;
+				nsge++;
+			}
+			chunk[nwr++] = wr;
+		}
+		size_t len = sizeof(b.hdr) + sizeof(b.cmd) + nwr * sizeof(b.wrs[0]);
+		memcpy((uint8_t *)&b + len, sg, nsge * sizeof(sg[0]));
+		len += nsge * sizeof(sg[0]);
+		struct usb4v_ib_uverbs_post_recv_resp resp = {0};
+		b.hdr.command = command;
+		b.hdr.in_words = (uint16_t)(len / 4);
+		b.hdr.out_words = sizeof(resp) / 4;
+		b.cmd.response = (uint64_t)(uintptr_t)&resp;
+		b.cmd.qp_handle = handle;
+		b.cmd.wr_count = nwr;
+		b.cmd.sge_count = nsge;
+		b.cmd.wqe_size = sizeof(b.wrs[0]);
+		int rc = kcmd_write(sys, fd, &b, len);
+		if (rc) {
+			uint32_t i = resp.bad_wr ? resp.bad_wr - 1 : 0;
+			*bad = chunk[i < nwr ? i : 0];
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Caller holds cq->lock. */
+int usb4v_kcmd_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
+{
+	if (ne > KCMD_MAX_POLL)
+		ne = KCMD_MAX_POLL;
+	size_t need = sizeof(struct usb4v_ib_uverbs_poll_cq_resp) + (size_t)ne * sizeof(struct usb4v_ib_uverbs_wc);
+	if (cq->pollbuf_len < need) {
+		size_t want = sizeof(struct usb4v_ib_uverbs_poll_cq_resp) +
+			      KCMD_MAX_POLL * sizeof(struct usb4v_ib_uverbs_wc);
+		uint8_t *p = realloc(cq->pollbuf, want);
+		if (!p)
+			return -ENOMEM;
+		cq->pollbuf = p;
+		cq->pollbuf_len = want;
+	}
+	struct {
+		struct usb4v_ib_uverbs_cmd_hdr hdr;
+		struct usb4v_ib_uverbs_poll_cq cmd;
+	} c;
+	memset(&c, 0, sizeof(c));
+	struct usb4v_ib_uverbs_poll_cq_resp *resp = (void *)cq->pollbuf;
+	resp->count = 0;
+	c.hdr.command = USB4V_IB_USER_VERBS_CMD_POLL_CQ;
+	c.hdr.in_words = sizeof(c) / 4;
+	c.hdr.out_words = (uint16_t)(need / 4);
+	c.cmd.response = (uint64_t)(uintptr_t)cq->pollbuf;
+	c.cmd.cq_handle = cq->handle;
+	c.cmd.ne = (uint32_t)ne;
+	int rc = kcmd_write(cq->sys, cq->cmd_fd, &c, sizeof(c));
+	if (rc)
+		return -rc;
+	uint32_t count = resp->count;
+	if (count > (uint32_t)ne)
+		return -EIO; /* the kernel never returns more than asked */
+	const struct usb4v_ib_uverbs_wc *u = (const void *)(cq->pollbuf + sizeof(*resp));
+	for (uint32_t i = 0; i < count; i++)
+		usb4v_uwc_to_ibv(&u[i], &wc[i]);
+	return (int)count;
+}
+
+int usb4v_kcmd_req_notify(const struct usb4v_sys *sys, int fd, uint32_t handle, int solicited)
+{
+	struct {
+		struct usb4v_ib_uverbs_cmd_hdr hdr;
+		struct usb4v_ib_uverbs_req_notify_cq cmd;
+	} c;
+	memset(&c, 0, sizeof(c));
+	c.hdr.command = USB4V_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
+	c.hdr.in_words = sizeof(c) / 4;
+	c.hdr.out_words = 0;
+	c.cmd.cq_handle = handle;
+	c.cmd.solicited_only = solicited ? 1 : 0;
+	return -kcmd_write(sys, fd, &c, sizeof(c));
+}

@@ -21,27 +21,32 @@ vm_boot() {
   REACHED_INIT=0 SETUP="" DONE=0 CURRENT="" FAILURES=0
   declare -gA RESULT_RC=()
   local tb=$EPOCHREALTIME
+  # qemu's own messages go to stderr, so the console stream stays the guest's.
   shopt -s lastpipe
-  timeout -k 5 "$VM_TIMEOUT" "${qemu[@]}" </dev/null 2>&1 | vm_relay "$tb"
+  set +o pipefail
+  timeout -k 5 "$VM_TIMEOUT" "${qemu[@]}" </dev/null 2> >(sed -u 's/^/[vm] qemu: /' >&2) \
+    | vm_relay "$tb"
   local qrc=${PIPESTATUS[0]}
+  set -o pipefail
   shopt -u lastpipe
   log "qemu exit $qrc after $(elapsed "$tb") s"
 
-  local why name
+  local why name notrun="not run"
   if ((qrc == 124 || qrc == 137)); then why="VM timed out after ${VM_TIMEOUT}s"
-  else why="VM stopped before /init finished (qemu exit $qrc; kernel panic?)"; fi
+  else why="VM stopped, qemu exit $qrc; kernel panic? see the serial log"; fi
   if ((!REACHED_INIT)); then
     fail_line vm/boot "kernel did not reach /init: $why"
   elif ((!DONE)); then
-    fail_line vm/boot "$why"
+    fail_line vm/boot "/init did not finish: $why"
     [[ -n $SETUP ]] || fail_line vm/setup "no setup result"
     if [[ -n $CURRENT ]]; then
       fail_line "vm/$CURRENT" "no result: $why"
       RESULT_RC[$CURRENT]=none
     fi
   fi
+  [[ $SETUP == fail ]] && notrun="not run: setup failed"
   for name in "${GUEST_NAMES[@]}"; do
-    [[ -n ${RESULT_RC[$name]:-} ]] || fail_line "vm/$name" "not run"
+    [[ -n ${RESULT_RC[$name]:-} ]] || fail_line "vm/$name" "$notrun"
   done
   printf '[%s] qemu exit %s; harness failures %s\n' "$(date +%T)" "$qrc" "$FAILURES" >> "$SERIAL_LOG"
 }

@@ -527,6 +527,7 @@ func (c *Context) QueryGIDEntry(port uint8, index int) (GIDEntry, error) {
 	ic := newIoctl(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_QUERY_GID_ENTRY).
 		constIn(uapi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, uint64(port)).
 		constIn(uapi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index)).
+		inU32(uapi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 0). // mandatory, must be 0
 		out(uapi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, bytesOf(&e))
 	err := c.cmd.ioctl(ic)
 	if errors.Is(err, errIoctlUnsupported) {
@@ -570,6 +571,7 @@ func (c *Context) GIDTable(port uint8) ([]GIDEntry, error) {
 	var n uint64
 	ic := newIoctl(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_QUERY_GID_TABLE).
 		constIn(uapi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, uapi.SizeofIbUverbsGidEntry).
+		inU32(uapi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 0).optional().
 		out(uapi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, unsafe.Slice((*byte)(unsafe.Pointer(&entries[0])), max*uapi.SizeofIbUverbsGidEntry)).
 		out(uapi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, bytesOf(&n))
 	err = c.cmd.ioctl(ic)

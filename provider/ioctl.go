@@ -354,3 +354,7 @@ func (f *cmdFD) destroy(object uint16, method uint32, handleAttr uint16, handle 
 // addrOf is the address of b's first byte, for request fields that carry
 // user pointers; the caller pins b for the duration of the command.
 func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
+
+// unsafePointer is the address of b's first byte as an unsafe.Pointer (for
+// views of kernel-shared memory).
+func unsafePointer(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }

@@ -37,6 +37,12 @@ void *_verbs_init_and_alloc_context(void *dev, int fd, size_t sz, void *off, uin
 	return NULL;
 }
 
+// verbs_qp.comp_mask at 360, as in v45 and later; VERBS_QP_EX is 2.
+void *ibv_qp_to_qp_ex(void *qp)
+{
+	return (*(uint32_t *)((char *)qp + 360) & 2) ? qp : NULL;
+}
+
 void verbs_uninit_context(void *vctx)
 {
 	(void)vctx;

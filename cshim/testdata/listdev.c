@@ -2,6 +2,7 @@
 // provider that claimed each, then (with "open") tries to open each one.
 // Declares the few public libibverbs functions it uses itself, so the test
 // needs libibverbs1 but not its -dev package.
+#define _GNU_SOURCE // strerrorname_np
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -49,7 +49,7 @@ func main() {
 
 func run(gitDir, out string, args, argv []string) error {
 	if gitDir == "" || len(args) == 0 {
-		return errors.New("usage: genopslayout -git DIR [-o FILE] NAME=REV...")
+		return errors.New("usage: genopslayout -git DIR [-o FILE] NAME=REV [NAME=REV]")
 	}
 	var layouts []layout
 	for _, a := range args {

@@ -1,0 +1,433 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeDevice is one RDMA device in the fake sysfs tree.
+type fakeDevice struct {
+	name     string
+	guid     string // node_guid file contents
+	abi      int    // per-device uverbs abi_version
+	parent   bool   // rxe-style "parent" attribute
+	tbParent bool   // device/driver -> .../thunderbolt
+}
+
+// hostDevices: a udev-renamed native usb4 rail (GUID 0x0200544256524253 +
+// peer 1 << 24 + rail 2), an Apple-backend GUID under a neutral name, a
+// device found only by its Thunderbolt parent, one only by name prefix, a
+// foreign (Mellanox) GUID, an rxe device, and a usb4 GUID whose kernel ABI
+// is unsupported.
+var hostDevices = []fakeDevice{
+	{name: "rocep1s0f1", guid: "0200:5442:5752:4255", abi: 1},
+	{name: "rocep2s0f4", guid: "0300:5442:5652:4253", abi: 1},
+	{name: "ibtb0", guid: "1234:5678:9abc:def0", abi: 1, tbParent: true},
+	{name: "usb4_rdma7", guid: "0000:0000:0000:0000", abi: 1},
+	{name: "mlx5_0", guid: "0c42:a103:0065:7e4a", abi: 1},
+	{name: "rxe0", guid: "5054:00ff:fe12:3456", abi: 2, parent: true},
+	{name: "rocep3s0f0", guid: "0200:5442:5652:4253", abi: 7},
+}
+
+var usb4Claimed = []string{"ibtb0", "rocep1s0f1", "rocep2s0f4", "usb4_rdma7"}
+
+// writeSysfs builds the part of sysfs that libibverbs' sysfs fallback reads
+// (rdma-core:libibverbs/init.c find_sysfs_devs) plus what matching reads.
+func writeSysfs(t *testing.T, root string, devs []fakeDevice) {
+	t.Helper()
+	write := func(path, data string) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(root, "class/infiniband_verbs/abi_version"), "6")
+	for i, d := range devs {
+		uv := filepath.Join(root, "class/infiniband_verbs", fmt.Sprintf("uverbs%d", i))
+		write(filepath.Join(uv, "ibdev"), d.name)
+		write(filepath.Join(uv, "dev"), "1:3") // /dev/null's numbers, see runInNamespace
+		write(filepath.Join(uv, "abi_version"), strconv.Itoa(d.abi))
+		ib := filepath.Join(root, "class/infiniband", d.name)
+		write(filepath.Join(ib, "node_guid"), d.guid)
+		write(filepath.Join(ib, "node_type"), "1: CA")
+		if d.parent {
+			write(filepath.Join(ib, "parent"), "eth0")
+		}
+		if d.tbParent {
+			pci := filepath.Join(root, "devices/pci0000:00/0000:05:00.0")
+			drv := filepath.Join(root, "bus/pci/drivers/thunderbolt")
+			for _, dir := range []string{pci, drv} {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(pci, filepath.Join(ib, "device")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(drv, filepath.Join(pci, "driver")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// nsScript gives the child a private /dev with /dev/infiniband/uverbsN
+// character devices (numbers 1:3, matching the fake sysfs "dev" files), so
+// libibverbs' stat and open of the device nodes succeed without touching
+// the host's /dev.
+const nsScript = `set -e
+mount -t tmpfs usb4test /dev
+mknod /dev/null c 1 3
+mkdir /dev/infiniband
+i=0; while [ $i -lt "$NDEV" ]; do mknod /dev/infiniband/uverbs$i c 1 3; i=$((i+1)); done
+exec "$@"
+`
+
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+func run(t *testing.T, env []string, name string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return result{out.String(), errb.String(), err}
+}
+
+func runInNamespace(t *testing.T, env []string, ndev int, args ...string) result {
+	t.Helper()
+	return run(t, append(env, "NDEV="+strconv.Itoa(ndev)), "unshare",
+		append([]string{"-m", "sh", "-c", nsScript, "sh"}, args...)...)
+}
+
+// hostEnv holds what the host tests share: compiled programs and the shim.
+type hostEnv struct {
+	dir     string
+	listdev string // listdev linked against the host's libibverbs
+	shim    string // RDMAV_DRIVERS entry for the Go-built .so
+	skip    string
+}
+
+var (
+	hostOnce sync.Once
+	host     hostEnv
+)
+
+func gcc(args ...string) error {
+	out, err := exec.Command("gcc", append([]string{"-std=c11", "-Wall", "-Wextra", "-Werror"}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("gcc %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// installAs makes dir/lib<name>-rdmavNN.so for every PABI, as packaging does,
+// and returns the RDMAV_DRIVERS entry that makes libibverbs load it.
+func installAs(so, dir, name string) (string, error) {
+	for _, pabi := range []int{34, 57, 59, 64, 65} {
+		if err := os.Symlink(so, filepath.Join(dir, fmt.Sprintf("lib%s-rdmav%d.so", name, pabi))); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(dir, "lib"+name), nil
+}
+
+func setupHost(t *testing.T) *hostEnv {
+	hostOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cshim-test-")
+		if err != nil {
+			host.skip = err.Error()
+			return
+		}
+		host.dir = dir
+		if _, err := exec.LookPath("gcc"); err != nil {
+			host.skip = "gcc not installed"
+			return
+		}
+		if err := exec.Command("unshare", "-m", "true").Run(); err != nil {
+			host.skip = "cannot create a mount namespace (unshare -m): " + err.Error()
+			return
+		}
+		host.listdev = filepath.Join(dir, "listdev")
+		if err := gcc("-o", host.listdev, "testdata/listdev.c", "-l:libibverbs.so.1"); err != nil {
+			host.skip = "host libibverbs.so.1 not usable (apt-get install libibverbs1): " + err.Error()
+			return
+		}
+		so := filepath.Join(dir, "libusb4_rdma.so")
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			host.skip = "go not in PATH"
+			return
+		}
+		if out, err := exec.Command(gobin, "build", "-buildmode=c-shared", "-o", so, ".").CombinedOutput(); err != nil {
+			host.skip = fmt.Sprintf("FAIL build shim: %v\n%s", err, out)
+			return
+		}
+		if host.shim, err = installAs(so, dir, "usb4_rdma"); err != nil {
+			host.skip = err.Error()
+		}
+	})
+	if strings.HasPrefix(host.skip, "FAIL") {
+		t.Fatal(host.skip)
+	}
+	if host.skip != "" {
+		t.Skip(host.skip)
+	}
+	return &host
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if host.dir != "" {
+		os.RemoveAll(host.dir)
+	}
+	os.Exit(code)
+}
+
+// listing is listdev's output: claiming provider and open result per device.
+type listing struct {
+	provider map[string]string
+	open     map[string]string
+}
+
+var (
+	deviceLine = regexp.MustCompile(`(?m)^device (\S+) provider (\S+)$`)
+	openLine   = regexp.MustCompile(`(?m)^open (\S+) (ok|errno \S+)$`)
+)
+
+func parseListing(out string) listing {
+	l := listing{map[string]string{}, map[string]string{}}
+	for _, m := range deviceLine.FindAllStringSubmatch(out, -1) {
+		l.provider[m[1]] = m[2]
+	}
+	for _, m := range openLine.FindAllStringSubmatch(out, -1) {
+		l.open[m[1]] = m[2]
+	}
+	return l
+}
+
+func (l listing) claimed() []string {
+	var names []string
+	for n, p := range l.provider {
+		if p == "usb4_rdma" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func listDevices(t *testing.T, h *hostEnv, shim string, listdev string, env []string, args ...string) (listing, result) {
+	t.Helper()
+	sys := filepath.Join(t.TempDir(), "sys")
+	writeSysfs(t, sys, hostDevices)
+	env = append([]string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent"}, env...)
+	r := runInNamespace(t, env, len(hostDevices), append([]string{listdev}, args...)...)
+	if r.err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", listdev, r.err, r.stdout, r.stderr)
+	}
+	return parseListing(r.stdout), r
+}
+
+func equalStrings(a, b []string) bool {
+	return strings.Join(a, ",") == strings.Join(b, ",")
+}
+
+func TestHostLibibverbsClaimsUSB4Devices(t *testing.T) {
+	h := setupHost(t)
+	l, r := listDevices(t, h, h.shim, h.listdev, []string{"USB4VERBS_DEBUG=1"}, "open")
+	if got := l.claimed(); !equalStrings(got, usb4Claimed) {
+		t.Errorf("claimed %v, want %v\nstdout:\n%s\nstderr:\n%s", got, usb4Claimed, r.stdout, r.stderr)
+	}
+	if len(l.provider) != len(usb4Claimed) {
+		t.Errorf("libibverbs listed %v; only our devices should be there (no other provider is loaded)", l.provider)
+	}
+	// The Go control path is not wired yet: every open must fail cleanly.
+	for _, n := range usb4Claimed {
+		if l.open[n] != "errno EOPNOTSUPP" {
+			t.Errorf("open %s: %q, want errno EOPNOTSUPP", n, l.open[n])
+		}
+	}
+	if !strings.Contains(r.stderr, "libusb4_rdma: rocep3s0f0: kernel ABI 7 unsupported") {
+		t.Errorf("no warning for the usb4 device with kernel ABI 7; stderr:\n%s", r.stderr)
+	}
+	// Debian 12 ships libibverbs 44: rdma-core-private-abi.md §8.
+	if real, _ := filepath.EvalSymlinks("/usr/lib/x86_64-linux-gnu/libibverbs.so.1"); strings.HasSuffix(real, ".so.1.14.44.0") {
+		want := "libibverbs PABI 34 layout L36 (76 ops) verbs_context 648 ibv_port_attr 52 verbs_qp.comp_mask@352"
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("probe results differ from libibverbs 44's known values %q; stderr:\n%s", want, r.stderr)
+		}
+	} else if !strings.Contains(r.stderr, "libusb4_rdma: libibverbs PABI ") {
+		t.Errorf("no probe line; stderr:\n%s", r.stderr)
+	}
+}
+
+func TestHostRxeOptIn(t *testing.T) {
+	h := setupHost(t)
+	conf := func(body string) string {
+		p := filepath.Join(t.TempDir(), "usb4_rdma.conf")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	withRxe := append([]string{"rxe0"}, usb4Claimed...)
+	sort.Strings(withRxe)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"default", nil, usb4Claimed},
+		{"env", []string{"USB4VERBS_CLAIM_RXE=1"}, withRxe},
+		{"env off", []string{"USB4VERBS_CLAIM_RXE=0"}, usb4Claimed},
+		{"config file", []string{"USB4VERBS_CONF=" + conf("# opt in\nclaim_rxe yes\n")}, withRxe},
+		{"config says no", []string{"USB4VERBS_CONF=" + conf("claim_rxe no\n")}, usb4Claimed},
+		{"env beats config", []string{"USB4VERBS_CONF=" + conf("claim_rxe = yes\n"), "USB4VERBS_CLAIM_RXE=0"}, usb4Claimed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, r := listDevices(t, h, h.shim, h.listdev, tc.env)
+			if got := l.claimed(); !equalStrings(got, tc.want) {
+				t.Errorf("claimed %v, want %v\nstderr:\n%s", got, tc.want, r.stderr)
+			}
+		})
+	}
+}
+
+// buildFakeVerbs builds a libibverbs.so.1 stand-in exporting
+// verbs_register_driver_<pabi>@IBVERBS_PRIVATE_<pabi> and a verbs_set_ops
+// with the given member count; returns its directory.
+func buildFakeVerbs(t *testing.T, pabi, slots int) string {
+	t.Helper()
+	dir := t.TempDir()
+	node := fmt.Sprintf("IBVERBS_PRIVATE_%d", pabi)
+	script := filepath.Join(dir, "fake.map")
+	body := fmt.Sprintf("IBVERBS_1.6 {\n global: ibv_qp_to_qp_ex;\n local: *;\n};\n"+
+		"%s {\n global: verbs_register_driver_%d; verbs_set_ops; _verbs_init_and_alloc_context; verbs_uninit_context;\n};\n", node, pabi)
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := gcc("-shared", "-fPIC", "-o", filepath.Join(dir, "libibverbs.so.1"),
+		"-Wl,-soname,libibverbs.so.1", "-Wl,--version-script="+script,
+		fmt.Sprintf("-DFAKE_PABI=%d", pabi), fmt.Sprintf("-DFAKE_SLOTS=%d", slots), "testdata/fakeverbs.c"); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestUnknownLayoutRefusedCleanly(t *testing.T) {
+	h := setupHost(t)
+	loader := filepath.Join(h.dir, "loadshim")
+	if _, err := os.Stat(loader); errors.Is(err, os.ErrNotExist) {
+		if err := gcc("-o", loader, "testdata/loadshim.c", "-ldl"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	so := h.shim + "-rdmav34.so"
+	for _, tc := range []struct {
+		name        string
+		pabi, slots int
+		wantStderr  string
+	}{
+		{"unknown PABI", 99, 76, "libusb4_rdma: unsupported libibverbs (PABI 99): not registering\n"},
+		{"wrong slot count", 34, 70, "libusb4_rdma: unsupported libibverbs (PABI 34 with 70 verbs_context_ops slots): not registering\n"},
+		// PABI 59 with L36's 76 slots is no release: refuse.
+		{"known PABI with foreign layout", 59, 76, "libusb4_rdma: unsupported libibverbs (PABI 59 with 76 verbs_context_ops slots): not registering\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lib := buildFakeVerbs(t, tc.pabi, tc.slots)
+			r := run(t, []string{"LD_LIBRARY_PATH=" + lib}, loader, so, "with-verbs")
+			if r.err != nil {
+				t.Fatalf("loadshim: %v\n%s%s", r.err, r.stdout, r.stderr)
+			}
+			if r.stderr != tc.wantStderr {
+				t.Errorf("stderr %q, want exactly %q", r.stderr, tc.wantStderr)
+			}
+			if r.stdout != "loaded\n" {
+				t.Errorf("stdout %q: the shim must not register", r.stdout)
+			}
+		})
+	}
+	t.Run("known layout registers", func(t *testing.T) {
+		// The same fake with L36's count is accepted: the refusals above
+		// are about the layout, not about the fake.
+		lib := buildFakeVerbs(t, 57, 76)
+		r := run(t, []string{"LD_LIBRARY_PATH=" + lib}, loader, so, "with-verbs")
+		if r.err != nil || r.stdout != "fake libibverbs: REGISTERED\nloaded\n" || r.stderr != "" {
+			t.Errorf("err %v stdout %q stderr %q; want registration and silence", r.err, r.stdout, r.stderr)
+		}
+	})
+	t.Run("no libibverbs", func(t *testing.T) {
+		r := run(t, nil, loader, so, "without-verbs")
+		if r.err != nil || r.stdout != "loaded\n" || r.stderr != "" {
+			t.Errorf("err %v stdout %q stderr %q; want a silent load", r.err, r.stdout, r.stderr)
+		}
+	})
+}
+
+// TestCPartsUnderAddressSanitizer builds the C files as a plain C provider
+// (testdata/gostub.c stands in for Go) with -fsanitize=address and runs the
+// claim and open/close paths through the real libibverbs.
+func TestCPartsUnderAddressSanitizer(t *testing.T) {
+	h := setupHost(t)
+	dir := t.TempDir()
+	asanFlags := []string{"-fsanitize=address", "-fno-omit-frame-pointer", "-g"}
+	cfiles, err := filepath.Glob("*.c")
+	if err != nil || len(cfiles) == 0 {
+		t.Fatalf("no C files: %v", err)
+	}
+	so := filepath.Join(dir, "libusb4_asan.so")
+	args := append(append([]string{"-shared", "-fPIC", "-o", so}, asanFlags...), append(cfiles, "testdata/gostub.c", "-ldl")...)
+	if err := gcc(args...); err != nil {
+		t.Fatal(err)
+	}
+	listdev := filepath.Join(dir, "listdev")
+	if err := gcc(append(asanFlags, "-o", listdev, "testdata/listdev.c", "-l:libibverbs.so.1")...); err != nil {
+		t.Fatal(err)
+	}
+	shim, err := installAs(so, dir, "usb4_asan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Our leaks are reported; libibverbs' process-lifetime allocations
+	// (driver list, device list cache) are not ours.
+	supp := filepath.Join(dir, "lsan.supp")
+	if err := os.WriteFile(supp, []byte("leak:libibverbs.so\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"USB4VERBS_CLAIM_RXE=1", "USB4_STUB_OPEN_OK=1",
+		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + supp}
+	l, r := listDevices(t, h, shim, listdev, env, "open")
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("sanitizer report:\n%s", r.stderr)
+	}
+	want := append([]string{"rxe0"}, usb4Claimed...)
+	sort.Strings(want)
+	if got := l.claimed(); !equalStrings(got, want) {
+		t.Errorf("claimed %v, want %v\nstderr:\n%s", got, want, r.stderr)
+	}
+	// The stub open succeeds, so libibverbs ran set_lib_ops on our context,
+	// then failed its own async-fd ioctl on /dev/null and closed the
+	// context through our free_context.
+	for _, n := range want {
+		if !strings.Contains(r.stderr, "stub: close "+n+"/") {
+			t.Errorf("free_context did not run for %s; stderr:\n%s", n, r.stderr)
+		}
+	}
+}

@@ -92,3 +92,19 @@ func TestSendWrUnionViews(t *testing.T) {
 		t.Errorf("RxeSendWr.Mw().Access not at union offset 28")
 	}
 }
+
+func TestQueryPortRespExActiveSpeedEx(t *testing.T) {
+	var r IbUverbsQueryPortRespEx
+	// active_speed_ex sits at offset 44 in newer uAPI headers.
+	if off := unsafe.Offsetof(r.Reserved) + 2; off != 44 {
+		t.Fatalf("Reserved[2] at offset %d, want 44", off)
+	}
+	*(*uint32)(unsafe.Add(unsafe.Pointer(&r), 44)) = 0x12345678
+	if got := r.ActiveSpeedEx(); got != 0x12345678 {
+		t.Errorf("ActiveSpeedEx() = %#x, want 0x12345678", got)
+	}
+	r = IbUverbsQueryPortRespEx{}
+	if got := r.ActiveSpeedEx(); got != 0 {
+		t.Errorf("ActiveSpeedEx() of an old kernel's zeroed response = %#x", got)
+	}
+}

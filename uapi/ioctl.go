@@ -43,13 +43,19 @@ const (
 	UVERBS_UDATA_DRIVER_DATA_FLAG = 1 << UVERBS_ID_NS_SHIFT
 
 	// UVERBS_ID_DRIVER_NS is the first id of the driver-specific namespace,
-	// where vendor objects, methods and attributes live. The kernel defines
-	// it in include/rdma/uverbs_ioctl.h (not exported as uAPI).
+	// where vendor objects, methods and attributes live. Newer uAPI headers
+	// name it in ib_user_ioctl_cmds.h (linux-rdma/rdma-core@691953d:
+	// kernel-headers/rdma/ib_user_ioctl_cmds.h); Debian 12's spell the same
+	// value UVERBS_UDATA_DRIVER_DATA_FLAG.
 	UVERBS_ID_DRIVER_NS = 1 << UVERBS_ID_NS_SHIFT
 
 	// Driver udata ("uhw") in/out buffers of any method.
-	UVERBS_ATTR_UHW_IN  = UVERBS_UDATA_DRIVER_DATA_FLAG
-	UVERBS_ATTR_UHW_OUT = UVERBS_UDATA_DRIVER_DATA_FLAG + 1
+	UVERBS_ATTR_UHW_IN  = UVERBS_ID_DRIVER_NS
+	UVERBS_ATTR_UHW_OUT = UVERBS_ID_DRIVER_NS + 1
+
+	// UVERBS_ID_DRIVER_NS_WITH_UHW is the first driver attribute id of a
+	// core method that also takes UHW_IN/UHW_OUT (same newer header).
+	UVERBS_ID_DRIVER_NS_WITH_UHW = UVERBS_ID_DRIVER_NS + 2
 )
 
 // Limits of the kernel's method dispatcher. Kernel-internal, from

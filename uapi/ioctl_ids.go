@@ -1,5 +1,7 @@
 package uapi
 
+import "unsafe"
+
 // Object, method and attribute ids of the uverbs ioctl API, and the enums
 // and structs that travel in its attributes.
 //
@@ -585,6 +587,15 @@ type IbUverbsQueryPortRespEx struct {
 
 const SizeofIbUverbsQueryPortRespEx = 48
 
+// ActiveSpeedEx returns active_speed_ex, which newer kernels (uAPI field
+// added with IB_SPEED_XDR-era speeds; linux-rdma/rdma-core@691953d:
+// kernel-headers/rdma/ib_user_ioctl_verbs.h) store at offset 44, in bytes
+// 2..5 of Reserved as Debian 12's header lays it out. Older kernels leave
+// it zero; then use LegacyResp.ActiveSpeed.
+func (r *IbUverbsQueryPortRespEx) ActiveSpeedEx() uint32 {
+	return *(*uint32)(unsafe.Pointer(&r.Reserved[2]))
+}
+
 // IbUverbsQpCap is struct ib_uverbs_qp_cap.
 type IbUverbsQpCap struct {
 	MaxSendWr     uint32
@@ -606,3 +617,194 @@ type IbUverbsGidEntry struct {
 }
 
 const SizeofIbUverbsGidEntry = 32
+
+// Additions from linux-rdma/rdma-core@691953d:kernel-headers/rdma/ib_user_ioctl_cmds.h (newer kernels than Debian 12; absent from its headers).
+
+// enum uverbs_default_objects (continued).
+const (
+	UVERBS_OBJECT_DMAH      = 17
+	UVERBS_OBJECT_DMABUF    = 18
+	UVERBS_OBJECT_COMP_CNTR = 19
+)
+
+// enum uverbs_methods_device (continued).
+const (
+	UVERBS_METHOD_QUERY_PORT_SPEED     = 7
+	UVERBS_METHOD_QUERY_COMP_CNTR_CAPS = 8
+)
+
+// enum uverbs_attrs_query_port_speed_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_QUERY_PORT_SPEED_PORT_NUM = 0
+	UVERBS_ATTR_QUERY_PORT_SPEED_RESP     = 1
+)
+
+// enum uverbs_attrs_query_comp_cntr_caps_attr_ids (continued).
+const (
+	UVERBS_ATTR_QUERY_COMP_CNTR_CAPS_MAX_COUNTERS            = 0
+	UVERBS_ATTR_QUERY_COMP_CNTR_CAPS_MAX_VALUE               = 1
+	UVERBS_ATTR_QUERY_COMP_CNTR_CAPS_SUPPORTED_QP_ATTACH_OPS = 2
+)
+
+// enum uverbs_attrs_get_context_attr_ids (continued).
+const (
+	UVERBS_ATTR_GET_CONTEXT_FD_ARR = 2
+)
+
+// enum uverbs_attrs_create_cq_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_CREATE_CQ_BUFFER_VA     = 8
+	UVERBS_ATTR_CREATE_CQ_BUFFER_LENGTH = 9
+	UVERBS_ATTR_CREATE_CQ_BUFFER_FD     = 10
+	UVERBS_ATTR_CREATE_CQ_BUFFER_OFFSET = 11
+	UVERBS_ATTR_CREATE_CQ_BUF_UMEM      = 12
+)
+
+// enum uverbs_attrs_create_qp_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_CREATE_QP_BUF_UMEM    = 15
+	UVERBS_ATTR_CREATE_QP_RQ_BUF_UMEM = 16
+	UVERBS_ATTR_CREATE_QP_SQ_BUF_UMEM = 17
+)
+
+// enum uverbs_attrs_qp_attach_comp_cntr_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_QP_ATTACH_COMP_CNTR_HANDLE      = 0
+	UVERBS_ATTR_QP_ATTACH_COMP_CNTR_CNTR_HANDLE = 1
+	UVERBS_ATTR_QP_ATTACH_COMP_CNTR_OP_MASK     = 2
+)
+
+// enum uverbs_methods_qp (continued).
+const (
+	UVERBS_METHOD_QP_ATTACH_COMP_CNTR = 2
+)
+
+// enum uverbs_attrs_alloc_dmah_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_ALLOC_DMAH_HANDLE       = 0
+	UVERBS_ATTR_ALLOC_DMAH_CPU_ID       = 1
+	UVERBS_ATTR_ALLOC_DMAH_TPH_MEM_TYPE = 2
+	UVERBS_ATTR_ALLOC_DMAH_PH           = 3
+)
+
+// enum uverbs_attrs_free_dmah_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_FREE_DMA_HANDLE = 0
+)
+
+// enum uverbs_methods_dmah (continued).
+const (
+	UVERBS_METHOD_DMAH_ALLOC = 0
+	UVERBS_METHOD_DMAH_FREE  = 1
+)
+
+// enum uverbs_attrs_alloc_dmabuf_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_ALLOC_DMABUF_HANDLE = 0
+	UVERBS_ATTR_ALLOC_DMABUF_PGOFF  = 1
+)
+
+// enum uverbs_methods_dmabuf (continued).
+const (
+	UVERBS_METHOD_DMABUF_ALLOC = 0
+)
+
+// enum uverbs_methods_mr (continued).
+const (
+	UVERBS_METHOD_REG_MR = 5
+)
+
+// enum uverbs_attrs_reg_mr_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_REG_MR_HANDLE       = 0
+	UVERBS_ATTR_REG_MR_PD_HANDLE    = 1
+	UVERBS_ATTR_REG_MR_DMA_HANDLE   = 2
+	UVERBS_ATTR_REG_MR_IOVA         = 3
+	UVERBS_ATTR_REG_MR_ADDR         = 4
+	UVERBS_ATTR_REG_MR_LENGTH       = 5
+	UVERBS_ATTR_REG_MR_ACCESS_FLAGS = 6
+	UVERBS_ATTR_REG_MR_FD           = 7
+	UVERBS_ATTR_REG_MR_FD_OFFSET    = 8
+	UVERBS_ATTR_REG_MR_RESP_LKEY    = 9
+	UVERBS_ATTR_REG_MR_RESP_RKEY    = 10
+)
+
+// enum uverbs_methods_comp_cntr (continued).
+const (
+	UVERBS_METHOD_COMP_CNTR_CREATE  = 0
+	UVERBS_METHOD_COMP_CNTR_DESTROY = 1
+	UVERBS_METHOD_COMP_CNTR_MODIFY  = 2
+	UVERBS_METHOD_COMP_CNTR_READ    = 3
+)
+
+// enum uverbs_attrs_create_comp_cntr_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_CREATE_COMP_CNTR_HANDLE = 0
+)
+
+// enum uverbs_attrs_destroy_comp_cntr_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_DESTROY_COMP_CNTR_HANDLE = 0
+)
+
+// enum uverbs_attrs_modify_comp_cntr_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_MODIFY_COMP_CNTR_HANDLE = 0
+	UVERBS_ATTR_MODIFY_COMP_CNTR_ENTRY  = 1
+	UVERBS_ATTR_MODIFY_COMP_CNTR_OP     = 2
+	UVERBS_ATTR_MODIFY_COMP_CNTR_VALUE  = 3
+)
+
+// enum uverbs_attrs_read_comp_cntr_cmd_attr_ids (continued).
+const (
+	UVERBS_ATTR_READ_COMP_CNTR_HANDLE     = 0
+	UVERBS_ATTR_READ_COMP_CNTR_ENTRY      = 1
+	UVERBS_ATTR_READ_COMP_CNTR_RESP_VALUE = 2
+)
+
+// Additions from linux-rdma/rdma-core@691953d:kernel-headers/rdma/ib_user_ioctl_verbs.h (newer kernels than Debian 12; absent from its headers).
+
+// enum ib_uverbs_core_support (continued).
+const (
+	IB_UVERBS_CORE_SUPPORT_ROBUST_UDATA = 2
+)
+
+// enum ib_uverbs_access_flags (continued).
+const (
+	IB_UVERBS_ACCESS_FLUSH_GLOBAL     = 256
+	IB_UVERBS_ACCESS_FLUSH_PERSISTENT = 512
+)
+
+// enum rdma_driver_id (continued).
+const (
+	RDMA_DRIVER_MANA  = 20
+	RDMA_DRIVER_IONIC = 21
+)
+
+// enum ib_uverbs_buffer_type (continued).
+const (
+	IB_UVERBS_BUFFER_TYPE_DMABUF = 0
+	IB_UVERBS_BUFFER_TYPE_VA     = 1
+)
+
+// enum ib_uverbs_comp_cntr_entry (continued).
+const (
+	IB_UVERBS_COMP_CNTR_ENTRY_COMP = 0
+	IB_UVERBS_COMP_CNTR_ENTRY_ERR  = 1
+)
+
+// enum ib_uverbs_comp_cntr_modify_op (continued).
+const (
+	IB_UVERBS_COMP_CNTR_MODIFY_OP_SET = 0
+	IB_UVERBS_COMP_CNTR_MODIFY_OP_INC = 1
+)
+
+// enum ib_uverbs_qp_attach_comp_cntr_op (continued).
+const (
+	IB_UVERBS_QP_ATTACH_COMP_CNTR_OP_SEND              = 1
+	IB_UVERBS_QP_ATTACH_COMP_CNTR_OP_RECV              = 2
+	IB_UVERBS_QP_ATTACH_COMP_CNTR_OP_RDMA_READ         = 4
+	IB_UVERBS_QP_ATTACH_COMP_CNTR_OP_REMOTE_RDMA_READ  = 8
+	IB_UVERBS_QP_ATTACH_COMP_CNTR_OP_RDMA_WRITE        = 16
+	IB_UVERBS_QP_ATTACH_COMP_CNTR_OP_REMOTE_RDMA_WRITE = 32
+)

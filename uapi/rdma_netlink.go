@@ -411,3 +411,30 @@ const (
 	SizeofRdmaLsIpResolveHeader = 4
 	SizeofRdmaNlaLsGid          = 16
 )
+
+// Additions from linux-rdma/rdma-core@691953d:kernel-headers/rdma/rdma_netlink.h (newer kernels than Debian 12; absent from its headers).
+
+// enum rdma_nldev_command (continued).
+const (
+	RDMA_NLDEV_CMD_FRMR_POOLS_GET = 29
+	RDMA_NLDEV_CMD_FRMR_POOLS_SET = 30
+)
+
+// enum rdma_nldev_attr (continued).
+const (
+	RDMA_NLDEV_ATTR_STAT_OPCOUNTER_ENABLED          = 104
+	RDMA_NLDEV_ATTR_FRMR_POOLS                      = 105
+	RDMA_NLDEV_ATTR_FRMR_POOL_ENTRY                 = 106
+	RDMA_NLDEV_ATTR_FRMR_POOL_KEY                   = 107
+	RDMA_NLDEV_ATTR_FRMR_POOL_KEY_ATS               = 108
+	RDMA_NLDEV_ATTR_FRMR_POOL_KEY_ACCESS_FLAGS      = 109
+	RDMA_NLDEV_ATTR_FRMR_POOL_KEY_VENDOR_KEY        = 110
+	RDMA_NLDEV_ATTR_FRMR_POOL_KEY_NUM_DMA_BLOCKS    = 111
+	RDMA_NLDEV_ATTR_FRMR_POOL_QUEUE_HANDLES         = 112
+	RDMA_NLDEV_ATTR_FRMR_POOL_MAX_IN_USE            = 113
+	RDMA_NLDEV_ATTR_FRMR_POOL_IN_USE                = 114
+	RDMA_NLDEV_ATTR_FRMR_POOLS_AGING_PERIOD         = 115
+	RDMA_NLDEV_ATTR_FRMR_POOL_PINNED_HANDLES        = 116
+	RDMA_NLDEV_ATTR_FRMR_POOL_KEY_KERNEL_VENDOR_KEY = 117
+	RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_MAX           = 118
+)

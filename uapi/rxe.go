@@ -228,3 +228,20 @@ func (w *RxeSendWr) Ud() *RxeSendWrUd { return (*RxeSendWrUd)(unsafe.Pointer(&w.
 
 // Mw returns the wr.mw member of the union, aliasing w.
 func (w *RxeSendWr) Mw() *RxeSendWrMw { return (*RxeSendWrMw)(unsafe.Pointer(&w.Wr)) }
+
+// RxeSendWrFlush is the wr.flush view of RxeSendWr.Wr (IB_UVERBS_WR_FLUSH).
+// Newer kernels only: linux-rdma/rdma-core@691953d:
+// kernel-headers/rdma/rdma_user_rxe.h; Debian 12's header lacks it.
+type RxeSendWrFlush struct {
+	RemoteAddr uint64
+	Length     uint32
+	Rkey       uint32
+	Type       uint8
+	Level      uint8
+	_          [6]byte
+}
+
+const SizeofRxeSendWrFlush = 24
+
+// Flush returns the wr.flush member of the union, aliasing w.
+func (w *RxeSendWr) Flush() *RxeSendWrFlush { return (*RxeSendWrFlush)(unsafe.Pointer(&w.Wr)) }

@@ -1255,3 +1255,55 @@ func (w *IbUverbsSendWr) Atomic() *IbUverbsSendWrAtomic {
 func (w *IbUverbsSendWr) Ud() *IbUverbsSendWrUd {
 	return (*IbUverbsSendWrUd)(unsafe.Pointer(&w.Wr))
 }
+
+// Additions from linux-rdma/rdma-core@691953d:kernel-headers/rdma/ib_user_verbs.h (newer kernels than Debian 12; absent from its headers).
+
+// enum ib_placement_type (continued).
+const (
+	IB_FLUSH_GLOBAL     = 1
+	IB_FLUSH_PERSISTENT = 2
+)
+
+// enum ib_selectivity_level (continued).
+const (
+	IB_FLUSH_RANGE = 0
+	IB_FLUSH_MR    = 1
+)
+
+// enum ib_uverbs_odp_general_cap_bits (continued).
+const (
+	IB_UVERBS_ODP_SUPPORT          = 1
+	IB_UVERBS_ODP_SUPPORT_IMPLICIT = 2
+)
+
+// enum ib_uverbs_odp_transport_cap_bits (continued).
+const (
+	IB_UVERBS_ODP_SUPPORT_SEND         = 1
+	IB_UVERBS_ODP_SUPPORT_RECV         = 2
+	IB_UVERBS_ODP_SUPPORT_WRITE        = 4
+	IB_UVERBS_ODP_SUPPORT_READ         = 8
+	IB_UVERBS_ODP_SUPPORT_ATOMIC       = 16
+	IB_UVERBS_ODP_SUPPORT_SRQ_RECV     = 32
+	IB_UVERBS_ODP_SUPPORT_FLUSH        = 64
+	IB_UVERBS_ODP_SUPPORT_ATOMIC_WRITE = 128
+)
+
+// enum ib_uverbs_wc_opcode (continued).
+const (
+	IB_UVERBS_WC_FLUSH        = 8
+	IB_UVERBS_WC_ATOMIC_WRITE = 9
+)
+
+// enum ib_uverbs_wr_opcode (continued).
+const (
+	IB_UVERBS_WR_FLUSH        = 14
+	IB_UVERBS_WR_ATOMIC_WRITE = 15
+)
+
+// enum ib_uverbs_device_cap_flags (continued).
+const (
+	IB_UVERBS_DEVICE_FLUSH_GLOBAL     = 0x4000000000
+	IB_UVERBS_DEVICE_FLUSH_PERSISTENT = 0x8000000000
+	IB_UVERBS_DEVICE_ATOMIC_WRITE     = 0x10000000000
+	IB_UVERBS_DEVICE_CC_DMA_BOUNCE    = 0x20000000000
+)

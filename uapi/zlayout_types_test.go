@@ -121,6 +121,7 @@ var structTypes = map[string]reflect.Type{
 	"RxeSendWqe":                      reflect.TypeFor[RxeSendWqe](),
 	"RxeSendWr":                       reflect.TypeFor[RxeSendWr](),
 	"RxeSendWrAtomic":                 reflect.TypeFor[RxeSendWrAtomic](),
+	"RxeSendWrFlush":                  reflect.TypeFor[RxeSendWrFlush](),
 	"RxeSendWrMw":                     reflect.TypeFor[RxeSendWrMw](),
 	"RxeSendWrRdma":                   reflect.TypeFor[RxeSendWrRdma](),
 	"RxeSendWrUd":                     reflect.TypeFor[RxeSendWrUd](),

@@ -97,9 +97,11 @@
 #define USB4V_IB_UVERBS_QPT_UD 4
 #define USB4V_IB_UVERBS_QPT_XRC_INI 9
 #define USB4V_IB_UVERBS_QPT_XRC_TGT 10
+#define USB4V_IB_UVERBS_WC_ATOMIC_WRITE 9
 #define USB4V_IB_UVERBS_WC_BIND_MW 5
 #define USB4V_IB_UVERBS_WC_COMP_SWAP 3
 #define USB4V_IB_UVERBS_WC_FETCH_ADD 4
+#define USB4V_IB_UVERBS_WC_FLUSH 8
 #define USB4V_IB_UVERBS_WC_LOCAL_INV 6
 #define USB4V_IB_UVERBS_WC_RDMA_READ 2
 #define USB4V_IB_UVERBS_WC_RDMA_WRITE 1
@@ -107,7 +109,9 @@
 #define USB4V_IB_UVERBS_WC_TSO 7
 #define USB4V_IB_UVERBS_WR_ATOMIC_CMP_AND_SWP 5
 #define USB4V_IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD 6
+#define USB4V_IB_UVERBS_WR_ATOMIC_WRITE 15
 #define USB4V_IB_UVERBS_WR_BIND_MW 8
+#define USB4V_IB_UVERBS_WR_FLUSH 14
 #define USB4V_IB_UVERBS_WR_LOCAL_INV 7
 #define USB4V_IB_UVERBS_WR_MASKED_ATOMIC_CMP_AND_SWP 12
 #define USB4V_IB_UVERBS_WR_MASKED_ATOMIC_FETCH_AND_ADD 13
@@ -603,6 +607,22 @@ _Static_assert(offsetof(struct usb4v_rxe_send_wr_mw, mw_rkey) == 20, "usb4v_rxe_
 _Static_assert(offsetof(struct usb4v_rxe_send_wr_mw, rkey) == 24, "usb4v_rxe_send_wr_mw.rkey offset");
 _Static_assert(offsetof(struct usb4v_rxe_send_wr_mw, access) == 28, "usb4v_rxe_send_wr_mw.access offset");
 
+/* rxe_send_wr_flush: uapi.RxeSendWrFlush */
+struct usb4v_rxe_send_wr_flush {
+	uint64_t remote_addr;
+	uint32_t length;
+	uint32_t rkey;
+	uint8_t type;
+	uint8_t level;
+	uint8_t _pad0[6];
+};
+_Static_assert(sizeof(struct usb4v_rxe_send_wr_flush) == 24, "usb4v_rxe_send_wr_flush size");
+_Static_assert(offsetof(struct usb4v_rxe_send_wr_flush, remote_addr) == 0, "usb4v_rxe_send_wr_flush.remote_addr offset");
+_Static_assert(offsetof(struct usb4v_rxe_send_wr_flush, length) == 8, "usb4v_rxe_send_wr_flush.length offset");
+_Static_assert(offsetof(struct usb4v_rxe_send_wr_flush, rkey) == 12, "usb4v_rxe_send_wr_flush.rkey offset");
+_Static_assert(offsetof(struct usb4v_rxe_send_wr_flush, type) == 16, "usb4v_rxe_send_wr_flush.type offset");
+_Static_assert(offsetof(struct usb4v_rxe_send_wr_flush, level) == 17, "usb4v_rxe_send_wr_flush.level offset");
+
 /* rxe_send_wr: uapi.RxeSendWr */
 struct usb4v_rxe_send_wr {
 	uint64_t wr_id;
@@ -618,6 +638,7 @@ struct usb4v_rxe_send_wr {
 		struct usb4v_rxe_send_wr_atomic atomic;
 		struct usb4v_rxe_send_wr_ud ud;
 		struct usb4v_rxe_send_wr_mw mw;
+		struct usb4v_rxe_send_wr_flush flush;
 	} wr;
 };
 _Static_assert(sizeof(struct usb4v_rxe_send_wr) == 144, "usb4v_rxe_send_wr size");

@@ -43,6 +43,7 @@ var unionViews = map[string][2]string{
 	"RxeSendWrAtomic":      {"rxe_send_wr", "wr.atomic"},
 	"RxeSendWrUd":          {"rxe_send_wr", "wr.ud"},
 	"RxeSendWrMw":          {"rxe_send_wr", "wr.mw"},
+	"RxeSendWrFlush":       {"rxe_send_wr", "wr.flush"},
 }
 
 var (
@@ -141,12 +142,16 @@ func main() {
 	for _, s := range pkg.Structs {
 		if v, ok := unionViews[s.Name]; ok {
 			ctype, path := "struct "+v[0], v[1]
-			entries = append(entries, entry{"sizeof:" + s.Name, fmt.Sprintf("sizeof(((%s *)0)->%s)", ctype, path)})
-			cnames[s.Name] = v[0] + "." + path
 			members := map[string]bool{}
 			for _, id := range identRE.FindAllString(h.structs[v[0]], -1) {
 				members[id] = true
 			}
+			if last := path[strings.LastIndex(path, ".")+1:]; !members[last] {
+				absent = append(absent, s.Name) // union member newer than the headers
+				continue
+			}
+			entries = append(entries, entry{"sizeof:" + s.Name, fmt.Sprintf("sizeof(((%s *)0)->%s)", ctype, path)})
+			cnames[s.Name] = v[0] + "." + path
 			for _, f := range s.Fields {
 				if f.Name == "_" {
 					continue

@@ -47,6 +47,7 @@ var structs = []reflect.Type{
 	reflect.TypeFor[uapi.RxeSendWrAtomic](),
 	reflect.TypeFor[uapi.RxeSendWrUd](),
 	reflect.TypeFor[uapi.RxeSendWrMw](),
+	reflect.TypeFor[uapi.RxeSendWrFlush](),
 	reflect.TypeFor[uapi.RxeSendWr](),
 	reflect.TypeFor[uapi.RxeSge](),
 	reflect.TypeFor[uapi.Mminfo](),
@@ -106,6 +107,7 @@ var unions = map[string][]member{
 		{"atomic", reflect.TypeFor[uapi.RxeSendWrAtomic]()},
 		{"ud", reflect.TypeFor[uapi.RxeSendWrUd]()},
 		{"mw", reflect.TypeFor[uapi.RxeSendWrMw]()},
+		{"flush", reflect.TypeFor[uapi.RxeSendWrFlush]()},
 	},
 }
 

@@ -6,7 +6,10 @@ package uapi
 // The names are the kernel's, from include/rdma/ib_verbs.h; libibverbs uses
 // the same values under IBV_* names.
 //
-// Source: torvalds/linux:include/rdma/ib_verbs.h.
+// Source: torvalds/linux:include/rdma/ib_verbs.h. No system header
+// carries these, so the layout test cannot check them; they were compared
+// once with their IBV_* twins in linux-rdma/rdma-core@691953d:
+// libibverbs/verbs.h and all 95 agree, except the wc_flags noted below.
 
 // enum ib_qp_state (ib_uverbs_qp_attr.qp_state, modify_qp.qp_state).
 const (
@@ -150,7 +153,12 @@ const (
 	IB_WC_GENERAL_ERR        = 21
 )
 
-// enum ib_wc_flags (ib_uverbs_wc.wc_flags).
+// enum ib_wc_flags (ib_uverbs_wc.wc_flags). The kernel copies these into
+// ib_uverbs_wc unchanged and libibverbs hands them to applications unchanged
+// (rdma-core libibverbs/cmd.c ibv_cmd_poll_cq), yet libibverbs names bit 2
+// IBV_WC_IP_CSUM_OK and bit 3 IBV_WC_WITH_INV: the opposite of the kernel's
+// IB_WC_WITH_INVALIDATE (bit 2) and IB_WC_IP_CSUM_OK (bit 3). A provider
+// translating to struct ibv_wc must swap the two bits.
 const (
 	IB_WC_GRH                   = 1 << 0
 	IB_WC_WITH_IMM              = 1 << 1

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -27,7 +28,15 @@ type System struct {
 	Verbs       Libibverbs   `json:"libibverbs"`
 	Problems    []Problem    `json:"problems,omitempty"`
 	DriverBinds []DriverBind `json:"thunderbolt_drivers,omitempty"`
+	// Env holds the environment variables that choose RDMA devices or
+	// providers (EnvVars), from the process (live) or a captured
+	// /proc/self/environ.
+	Env map[string]string `json:"env,omitempty"`
 }
+
+// EnvVars are the variables Env records: libibverbs' provider list and the
+// device selectors of NCCL, UCX and llama.cpp.
+var EnvVars = []string{"RDMAV_DRIVERS", "IBV_DRIVERS", "NCCL_IB_HCA", "UCX_NET_DEVICES", "GGML_RDMA_DEV"}
 
 // Problem is a file that exists (or should) but could not be read or
 // understood. The facts that depend on it are left unknown.
@@ -63,6 +72,7 @@ func Collect(root string, opts Options) *System {
 	s.Memlock = t.memlock(opts.Live)
 	s.Udev = t.udev()
 	s.Verbs = t.libibverbs()
+	s.Env = t.env(opts.Live)
 	s.Problems = t.problems
 	return s
 }
@@ -194,4 +204,27 @@ func (t *tree) resolve(rel string) (string, bool) {
 		}
 	}
 	return rel, false
+}
+
+func (t *tree) env(live bool) map[string]string {
+	env := map[string]string{}
+	if live {
+		for _, k := range EnvVars {
+			if v, ok := os.LookupEnv(k); ok {
+				env[k] = v
+			}
+		}
+		return env
+	}
+	s, ok := t.read("proc/self/environ", true)
+	if !ok {
+		return env
+	}
+	for _, kv := range strings.Split(s, "\x00") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if ok && slices.Contains(EnvVars, k) {
+			env[k] = v
+		}
+	}
+	return env
 }

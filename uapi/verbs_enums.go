@@ -157,8 +157,10 @@ const (
 // ib_uverbs_wc unchanged and libibverbs hands them to applications unchanged
 // (rdma-core libibverbs/cmd.c ibv_cmd_poll_cq), yet libibverbs names bit 2
 // IBV_WC_IP_CSUM_OK and bit 3 IBV_WC_WITH_INV: the opposite of the kernel's
-// IB_WC_WITH_INVALIDATE (bit 2) and IB_WC_IP_CSUM_OK (bit 3). A provider
-// translating to struct ibv_wc must swap the two bits.
+// IB_WC_WITH_INVALIDATE (bit 2) and IB_WC_IP_CSUM_OK (bit 3); rdma_rxe
+// sets IB_WC_WITH_INVALIDATE in user CQEs. Stock libibverbs and librxe pass
+// the raw bits on; a provider that wants applications to see
+// IBV_WC_WITH_INV for an invalidating receive must swap the two bits.
 const (
 	IB_WC_GRH                   = 1 << 0
 	IB_WC_WITH_IMM              = 1 << 1

@@ -39,31 +39,52 @@ apt_use() {
       die "apt-get update for $suite failed (mirror $MIRROR)"
     fi
   fi
-  APTSTAMP="$d/updated"
+  APTSUITE=$suite
 }
 
 # apt_closure PKG...: PKG and everything it Depends/Pre-Depends on, transitively, in
-# the current suite, minus DENY_PKGS. Virtual packages are skipped: the ones met so far
-# (debconf-2.0) are maintainer-script plumbing. Prints one package name per line.
+# the current suite, minus DENY_PKGS. A virtual package (a name that trixie renamed
+# for t64, like librdmacm1 -> librdmacm1t64, or debconf-2.0) stands for its first
+# provider that is not denied. Prints one package name per line.
 apt_closure() {
   local -A seen=()
-  local frontier=("$@") next p line kind target
+  local frontier=("$@") next p line target virtual=0
   while ((${#frontier[@]})); do
     next=()
     for p in "${frontier[@]}"; do seen[$p]=1; done
     while IFS= read -r line; do
-      [[ $line =~ ^[[:space:]]+\|?(Depends|PreDepends):[[:space:]]+([^[:space:]]+) ]] || continue
-      kind=${BASH_REMATCH[1]} target=${BASH_REMATCH[2]}
-      [[ $target == \<* ]] && continue
+      if [[ $line =~ ^\<(.+)\>$ ]]; then
+        # A name asked for that is only virtual: take its provider instead.
+        unset "seen[${BASH_REMATCH[1]}]"
+        target=$(apt_provider "${BASH_REMATCH[1]}") || exit 1
+      elif [[ $line =~ ^[[:space:]]+\|?(Depends|PreDepends):[[:space:]]+([^[:space:]]+) ]]; then
+        target=${BASH_REMATCH[2]}
+        virtual=0
+        [[ $target == \<* ]] && { virtual=1; continue; }
+      elif ((virtual)) && [[ $line =~ ^[[:space:]]{4}([^[:space:]]+)$ ]]; then
+        target=${BASH_REMATCH[1]}  # a provider of the virtual package above
+        [[ $DENY_PKGS == *" $target "* ]] && continue
+        virtual=0
+      else
+        continue
+      fi
       [[ -n ${seen[$target]:-} || $DENY_PKGS == *" $target "* ]] && continue
       seen[$target]=1
       next+=("$target")
-      : "$kind"
     done < <(apt-cache "${APTOPTS[@]}" depends --no-recommends --no-suggests --no-conflicts \
                --no-breaks --no-replaces --no-enhances "${frontier[@]}" 2>/dev/null)
     frontier=("${next[@]}")
   done
   printf '%s\n' "${!seen[@]}" | sort
+}
+
+# apt_provider NAME: the first package that provides the virtual package NAME.
+apt_provider() {
+  local p
+  p=$(apt-cache "${APTOPTS[@]}" showpkg "$1" 2>/dev/null \
+      | sed -n '/^Reverse Provides:/,$p' | awk 'NR == 2 {print $1}')
+  [[ -n $p ]] || die "apt: no package $1 in $APTSUITE"
+  printf '%s\n' "$p"
 }
 
 # apt_fetch DESTDIR PKG...: make sure DESTDIR holds the candidate .deb of every PKG and

@@ -67,7 +67,13 @@ const (
 	UVERBS_API_ATTR_BKEY_LEN = (1 << UVERBS_API_ATTR_KEY_BITS) - 1
 )
 
-// IbUverbsAttr is struct ib_uverbs_attr.
+// IbUverbsAttr is struct ib_uverbs_attr, one attribute of a method call.
+// Len is the length of the buffer Data points to (PTR_IN/PTR_OUT; inputs of
+// at most 8 bytes may be passed inline in Data instead) or the number of
+// handles of an IDRs array. AttrData is the union attr_data: for an
+// ENUM_IN attribute its low byte (on little endian) is enum_data.elem_id,
+// otherwise it must be zero. Data is the union of data and data_s64:
+// pointer, inline value, object handle or file descriptor.
 type IbUverbsAttr struct {
 	AttrId   uint16
 	Len      uint16
@@ -78,7 +84,9 @@ type IbUverbsAttr struct {
 
 const SizeofIbUverbsAttr = 16
 
-// IbUverbsIoctlHdr is struct ib_uverbs_ioctl_hdr.
+// IbUverbsIoctlHdr is struct ib_uverbs_ioctl_hdr. Length covers the header
+// and its NumAttrs attributes; DriverId is the device's RDMA_DRIVER_* id
+// (RDMA_DRIVER_UNKNOWN for usb4_rdma); the reserved fields must be zero.
 type IbUverbsIoctlHdr struct {
 	Length    uint16
 	ObjectId  uint16

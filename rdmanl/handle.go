@@ -212,7 +212,7 @@ func (h *Handle) Ports(dev uint32) ([]Port, error) {
 		if errors.Is(execErr, unix.EINVAL) {
 			// nldev answers EINVAL for an index it does not know: the
 			// device went away between the two requests.
-			return nil, &OpError{Op: op, Err: &notFoundError{what: "RDMA device", err: execErr}}
+			return nil, notFound(op, "RDMA device", execErr)
 		}
 		return nil, execErr
 	}
@@ -229,6 +229,16 @@ func (h *Handle) Ports(dev uint32) ([]Port, error) {
 		ports = append(ports, port)
 	}
 	return ports, execErr
+}
+
+// notFound turns the kernel's answer err (an *OpError) into a not-found
+// error for op that keeps the kernel's errno and text.
+func notFound(op, what string, err error) error {
+	var kerr *OpError
+	if errors.As(err, &kerr) {
+		return &OpError{Op: op, Err: &notFoundError{what: what, err: kerr.Err}, Message: kerr.Message, Offset: kerr.Offset}
+	}
+	return &OpError{Op: op, Err: &notFoundError{what: what, err: err}}
 }
 
 // linkLayer names the link layer the way sysfs ports/N/link_layer does.
@@ -257,7 +267,7 @@ func (h *Handle) UverbsChardev(dev uint32) (Chardev, error) {
 		// ib_uverbs is not loaded, EOPNOTSUPP for a device without uverbs
 		// (linux:drivers/infiniband/core/device.c ib_get_client_nl_info).
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) {
-			return Chardev{}, &OpError{Op: op, Err: &notFoundError{what: "uverbs chardev", err: err}}
+			return Chardev{}, notFound(op, "uverbs chardev", err)
 		}
 		return Chardev{}, err
 	}

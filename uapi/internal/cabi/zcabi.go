@@ -2011,6 +2011,19 @@ func load() map[string]int64 {
 	return m
 }
 
+// HeaderDigest is the sha256 of Headers, in order, as generated from.
+const HeaderDigest = "faffbceb4823abe9f03798a9897580ccfc3b8b96ba6bff3b6e1e70292887b0c3"
+
+// Headers are the files of /usr/include/rdma the tables describe.
+var Headers = []string{
+	"rdma_user_ioctl_cmds.h",
+	"ib_user_verbs.h",
+	"ib_user_ioctl_cmds.h",
+	"ib_user_ioctl_verbs.h",
+	"rdma_user_rxe.h",
+	"rdma_netlink.h",
+}
+
 // absent lists the uapi names that have no counterpart in the headers.
 var absent = []string{
 	"IB_CQ_NEXT_COMP",

@@ -14,6 +14,10 @@ package uapi
 //     completion rings with a two-line doorbell record.
 //     Source: pleite/thunderbolt-ibverbs@eca80ec (branch
 //     codex/gda-on-correctness-stack-20260605):userspace/usb4_rdma/usb4_rdma_dv.h.
+//
+// The DV rings and doorbell records are declared packed, aligned(64) in C;
+// Go cannot express the 64-byte alignment, so place them only in
+// page-aligned memory (they are user-allocated, pinned by the kernel).
 
 // USB4_RDMA_ABI_VERSION is the uverbs ABI version usb4_rdma devices report
 // (sysfs abi_version; TBV_IBDEV_ABI_VERSION in the kernel module).

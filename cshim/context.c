@@ -5,9 +5,11 @@
 // running layout.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shim.h"
 #include "zopslayout.h"
@@ -61,17 +63,52 @@ static void usb4_free_context(void *ibv_ctx)
 	free(vctx);
 }
 
+uintptr_t usb4_ctx_handle(void *ibv_ctx)
+{
+	return usb4_ctx_of_ibv(ibv_ctx)->go_handle;
+}
+
+static void put_int(char *ibv_ctx, size_t off, int v)
+{
+	memcpy(ibv_ctx + off, &v, sizeof(v));
+}
+
+// alloc_context owns cmd_fd. The Go provider opens the device itself and
+// creates the kernel ucontext on its own fd; libibverbs' core issues
+// commands of its own (comp channels, GID queries) on ctx->cmd_fd, so that
+// must be the same open file: we close libibverbs' fd and give it a dup of
+// the Go context's.
 void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 {
 	const struct usb4_abi *abi = usb4_abi_get();
 	const char *name = (const char *)ibdev + IBV_DEVICE_NAME;
 	uint32_t driver_id;
 	enum usb4_kind kind = usb4_device_kind(ibdev, &driver_id);
+	struct usb4_open_info info = {.cmd_fd = -1, .async_fd = -1};
 	(void)private_data;
 
-	void *vctx = abi->init_and_alloc_context(ibdev, cmd_fd, ctx_alloc_size(), NULL, driver_id);
-	if (!vctx)
-		return NULL; // it closed cmd_fd and set errno
+	int err = usb4goOpenContext((char *)name, (int)kind, &info);
+	if (cmd_fd >= 0)
+		close(cmd_fd);
+	if (err) {
+		fprintf(stderr, USB4_LOG_PREFIX "%s: open context: %s\n", name, strerror(err));
+		errno = err;
+		return NULL;
+	}
+	int fd = fcntl(info.cmd_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		err = errno;
+		usb4goCloseContext(info.handle);
+		errno = err;
+		return NULL;
+	}
+	void *vctx = abi->init_and_alloc_context(ibdev, fd, ctx_alloc_size(), NULL, driver_id);
+	if (!vctx) {
+		err = errno; // it closed fd
+		usb4goCloseContext(info.handle);
+		errno = err ? err : ENOMEM;
+		return NULL;
+	}
 	char *ibv_ctx = ibv_ctx_of(vctx);
 	size_t sz;
 	memcpy(&sz, ibv_ctx - VERBS_CONTEXT_SZ_BEFORE_CTX, sizeof(sz));
@@ -80,25 +117,22 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 			name, sz, abi->vctx_size, abi->layout);
 		abi->uninit_context(vctx);
 		free(vctx);
+		usb4goCloseContext(info.handle);
 		errno = EPROTO;
 		return NULL;
 	}
 	struct usb4_ctx *uc = usb4_ctx_of_ibv(ibv_ctx);
+	uc->go_handle = info.handle;
 	uc->kind = kind;
 	uc->driver_id = driver_id;
-
-	int err = usb4goOpenContext((char *)name, cmd_fd, (int)kind, &uc->go_handle);
-	if (err) {
-		fprintf(stderr, USB4_LOG_PREFIX "%s: open context: %s\n", name, strerror(err));
-		uc->go_handle = 0;
-		abi->uninit_context(vctx); // closes cmd_fd
-		free(vctx);
-		errno = err;
-		return NULL;
-	}
+	// With no async fd, libibverbs allocates one on ctx->cmd_fd itself.
+	if (info.async_fd >= 0)
+		put_int(ibv_ctx, IBV_CONTEXT_ASYNC_FD, fcntl(info.async_fd, F_DUPFD_CLOEXEC, 0));
+	put_int(ibv_ctx, IBV_CONTEXT_NUM_COMP_VECTORS, (int)info.num_comp_vectors);
 
 	void *ops[OPS_BUF_SLOTS] = {0};
 	set_op(ops, USB4_OP_free_context, (void *)usb4_free_context);
+	usb4_install_control_ops(ops, OPS_BUF_SLOTS);
 	// Must happen before we return: libibverbs' set_lib_ops then overrides
 	// create_cq_ex and query_port in the verbs_context.
 	abi->set_ops(vctx, ops);

@@ -80,6 +80,8 @@ enum {
 	IBV_CONTEXT_SIZE = 328,
 	IBV_CONTEXT_DEVICE = 0,
 	IBV_CONTEXT_CMD_FD = 264,
+	IBV_CONTEXT_ASYNC_FD = 268,
+	IBV_CONTEXT_NUM_COMP_VECTORS = 272,
 	VERBS_CONTEXT_SZ_BEFORE_CTX = 8, // vctx->sz sits right before context
 };
 
@@ -151,9 +153,109 @@ enum usb4_kind usb4_device_kind(const void *vdev, uint32_t *driver_id);
 
 // context.c
 void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data);
+// The Go context handle of an ibv_context of ours.
+uintptr_t usb4_ctx_handle(void *ibv_ctx);
 
-// Implemented in Go (main.go, //export). Return 0 or a positive errno.
-int usb4goOpenContext(char *ibdev_name, int cmd_fd, int kind, uintptr_t *handle);
-void usb4goCloseContext(uintptr_t handle);
+// verbs.c: control ops, installed by slot index (enum usb4_op).
+void usb4_install_control_ops(void **ops_buf, size_t nslots);
+
+// struct ibv_device_attr, 232 bytes, unchanged v28..master
+// (rdma-core:libibverbs/verbs.h; rdma-core-private-abi.md §5).
+struct usb4_device_attr {
+	char fw_ver[64];
+	uint64_t node_guid;      // big endian, as libibverbs hands it out
+	uint64_t sys_image_guid; // big endian
+	uint64_t max_mr_size;
+	uint64_t page_size_cap;
+	uint32_t vendor_id;
+	uint32_t vendor_part_id;
+	uint32_t hw_ver;
+	int32_t max_qp;
+	int32_t max_qp_wr;
+	uint32_t device_cap_flags;
+	int32_t max_sge;
+	int32_t max_sge_rd;
+	int32_t max_cq;
+	int32_t max_cqe;
+	int32_t max_mr;
+	int32_t max_pd;
+	int32_t max_qp_rd_atom;
+	int32_t max_ee_rd_atom;
+	int32_t max_res_rd_atom;
+	int32_t max_qp_init_rd_atom;
+	int32_t max_ee_init_rd_atom;
+	uint32_t atomic_cap;
+	int32_t max_ee;
+	int32_t max_rdd;
+	int32_t max_mw;
+	int32_t max_raw_ipv6_qp;
+	int32_t max_raw_ethy_qp;
+	int32_t max_mcast_grp;
+	int32_t max_mcast_qp_attach;
+	int32_t max_total_mcast_qp_attach;
+	int32_t max_ah;
+	int32_t max_fmr;
+	int32_t max_map_per_fmr;
+	int32_t max_srq;
+	int32_t max_srq_wr;
+	int32_t max_srq_sge;
+	uint16_t max_pkeys;
+	uint8_t local_ca_ack_delay;
+	uint8_t phys_port_cnt;
+};
+
+// Members of struct ibv_device_attr_ex past orig_attr that we fill.
+enum {
+	DEVICE_ATTR_EX_COMP_MASK = 232,
+	DEVICE_ATTR_EX_CAP_FLAGS_EX = 280, // uint64_t device_cap_flags_ex
+	DEVICE_ATTR_EX_PHYS_PORT_CNT_EX = 396, // uint32_t, since v35
+};
+
+// struct ibv_port_attr in its v49+ form (56 bytes); older libraries have 52
+// and get only that much (usb4_abi.port_attr_size).
+struct usb4_port_attr {
+	uint32_t state;
+	uint32_t max_mtu;
+	uint32_t active_mtu;
+	int32_t gid_tbl_len;
+	uint32_t port_cap_flags;
+	uint32_t max_msg_sz;
+	uint32_t bad_pkey_cntr;
+	uint32_t qkey_viol_cntr;
+	uint16_t pkey_tbl_len;
+	uint16_t lid;
+	uint16_t sm_lid;
+	uint8_t lmc;
+	uint8_t max_vl_num;
+	uint8_t sm_sl;
+	uint8_t subnet_timeout;
+	uint8_t init_type_reply;
+	uint8_t active_width;
+	uint8_t active_speed;
+	uint8_t phys_state;
+	uint8_t link_layer;
+	uint8_t flags;
+	uint16_t port_cap_flags2;
+	uint32_t active_speed_ex;
+};
+
+// What the Go side reports about a freshly opened context.
+struct usb4_open_info {
+	uintptr_t handle; // Go handle of the context
+	int cmd_fd;       // the Go context's command fd (we hand libibverbs a dup)
+	int async_fd;     // -1 if none
+	uint32_t num_comp_vectors;
+};
+
+// Implemented in Go (control.go, //export). Return 0 or a positive errno.
+int usb4goOpenContext(char *ibdev_name, int kind, struct usb4_open_info *info);
+void usb4goCloseContext(uintptr_t ctx);
+int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, uint64_t *cap_flags_ex);
+int usb4goQueryPort(uintptr_t ctx, uint8_t port, struct usb4_port_attr *attr);
+int usb4goAllocPD(uintptr_t ctx, uintptr_t *pd, uint32_t *pd_handle);
+int usb4goDeallocPD(uintptr_t pd);
+int usb4goRegMR(uintptr_t pd, uintptr_t addr, uint64_t length, uint64_t iova, uint32_t access, uintptr_t *mr,
+		uint32_t *mr_handle, uint32_t *lkey, uint32_t *rkey);
+int usb4goDeregMR(uintptr_t mr);
 
 #endif // USB4_SHIM_H

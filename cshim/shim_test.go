@@ -258,10 +258,14 @@ func TestHostLibibverbsClaimsUSB4Devices(t *testing.T) {
 	if len(l.provider) != len(usb4Claimed) {
 		t.Errorf("libibverbs listed %v; only our devices should be there (no other provider is loaded)", l.provider)
 	}
-	// The Go control path is not wired yet: every open must fail cleanly.
+	// provider.Open looks the device up in the real system, which has no
+	// RDMA here: every open must fail with an errno and one log line.
 	for _, n := range usb4Claimed {
-		if l.open[n] != "errno EOPNOTSUPP" {
-			t.Errorf("open %s: %q, want errno EOPNOTSUPP", n, l.open[n])
+		if !strings.HasPrefix(l.open[n], "errno E") {
+			t.Errorf("open %s: %q, want a clean errno", n, l.open[n])
+		}
+		if c := strings.Count(r.stderr, "libusb4_rdma: "+n+": open context: "); c != 1 {
+			t.Errorf("%d open-context log lines for %s, want 1; stderr:\n%s", c, n, r.stderr)
 		}
 	}
 	if !strings.Contains(r.stderr, "libusb4_rdma: rocep3s0f0: kernel ABI 7 unsupported") {

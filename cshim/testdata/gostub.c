@@ -1,29 +1,82 @@
-// Stand-in for the Go exports (main.go) so the C parts build as a plain C
+// Stand-in for the Go exports (control.go) so the C parts build as a plain C
 // shared object, e.g. under AddressSanitizer. With USB4_STUB_OPEN_OK=1 the
-// open succeeds with a heap handle, so a missing close shows up as a leak.
+// open succeeds with a heap handle (so a missing close shows up as a leak)
+// and a dup of /dev/null as the command fd; every other verb fails.
+#define _GNU_SOURCE // O_CLOEXEC
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "../shim.h"
 
-int usb4goOpenContext(char *ibdev_name, int cmd_fd, int kind, uintptr_t *handle)
+int usb4goOpenContext(char *ibdev_name, int kind, struct usb4_open_info *info)
 {
-	(void)cmd_fd;
-	if (!getenv("USB4_STUB_OPEN_OK")) {
-		*handle = 0;
+	if (!getenv("USB4_STUB_OPEN_OK"))
 		return EOPNOTSUPP;
-	}
 	char *h = malloc(64);
 	if (!h)
 		return ENOMEM;
-	snprintf(h, 64, "%s/%d", ibdev_name, kind);
-	*handle = (uintptr_t)h;
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		free(h);
+		return errno;
+	}
+	snprintf(h, 64, "%s/%d/%d", ibdev_name, kind, fd);
+	info->handle = (uintptr_t)h;
+	info->cmd_fd = fd;
+	info->async_fd = -1;
+	info->num_comp_vectors = 1;
 	return 0;
 }
 
 void usb4goCloseContext(uintptr_t handle)
 {
-	fprintf(stderr, "stub: close %s\n", (char *)handle);
-	free((void *)handle);
+	char *h = (char *)handle;
+	char *last = h;
+	for (char *p = h; *p; p++)
+		if (*p == '/')
+			last = p + 1;
+	fprintf(stderr, "stub: close %s\n", h);
+	close(atoi(last));
+	free(h);
+}
+
+int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, uint64_t *cap_flags_ex)
+{
+	(void)ctx, (void)attr, (void)cap_flags_ex;
+	return EOPNOTSUPP;
+}
+
+int usb4goQueryPort(uintptr_t ctx, uint8_t port, struct usb4_port_attr *attr)
+{
+	(void)ctx, (void)port, (void)attr;
+	return EOPNOTSUPP;
+}
+
+int usb4goAllocPD(uintptr_t ctx, uintptr_t *pd, uint32_t *pd_handle)
+{
+	(void)ctx, (void)pd, (void)pd_handle;
+	return EOPNOTSUPP;
+}
+
+int usb4goDeallocPD(uintptr_t pd)
+{
+	(void)pd;
+	return EOPNOTSUPP;
+}
+
+int usb4goRegMR(uintptr_t pd, uintptr_t addr, uint64_t length, uint64_t iova, uint32_t access, uintptr_t *mr,
+		uint32_t *mr_handle, uint32_t *lkey, uint32_t *rkey)
+{
+	(void)pd, (void)addr, (void)length, (void)iova, (void)access, (void)mr, (void)mr_handle, (void)lkey,
+		(void)rkey;
+	return EOPNOTSUPP;
+}
+
+int usb4goDeregMR(uintptr_t mr)
+{
+	(void)mr;
+	return EOPNOTSUPP;
 }

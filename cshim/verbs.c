@@ -1,0 +1,180 @@
+// Control verbs: thin C wrappers that call the Go provider and hand
+// libibverbs C memory laid out the way it expects (rdma-core-private-abi.md
+// §7.2). Nothing here is on the data path.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+#include "zopslayout.h"
+
+_Static_assert(sizeof(struct usb4_device_attr) == 232, "ibv_device_attr is 232 bytes");
+_Static_assert(offsetof(struct usb4_device_attr, node_guid) == 64, "ibv_device_attr.node_guid@64");
+_Static_assert(offsetof(struct usb4_device_attr, vendor_id) == 96, "ibv_device_attr.vendor_id@96");
+_Static_assert(offsetof(struct usb4_device_attr, device_cap_flags) == 116, "device_cap_flags@116");
+_Static_assert(offsetof(struct usb4_device_attr, atomic_cap) == 164, "atomic_cap@164");
+_Static_assert(offsetof(struct usb4_device_attr, max_pkeys) == 224, "max_pkeys@224");
+_Static_assert(offsetof(struct usb4_device_attr, phys_port_cnt) == 227, "phys_port_cnt@227");
+// Offsets from rdma-core-private-abi.md Appendix B (struct ibv_port_attr).
+_Static_assert(offsetof(struct usb4_port_attr, pkey_tbl_len) == 32, "ibv_port_attr.pkey_tbl_len@32");
+_Static_assert(offsetof(struct usb4_port_attr, lmc) == 38, "ibv_port_attr.lmc@38");
+_Static_assert(offsetof(struct usb4_port_attr, link_layer) == 46, "ibv_port_attr.link_layer@46");
+_Static_assert(offsetof(struct usb4_port_attr, port_cap_flags2) == 48, "ibv_port_attr.port_cap_flags2@48");
+_Static_assert(offsetof(struct usb4_port_attr, active_speed_ex) == 52, "ibv_port_attr.active_speed_ex@52");
+_Static_assert(sizeof(struct usb4_port_attr) == 56, "ibv_port_attr is 56 bytes since v49");
+
+// Public object layouts (rdma-core-private-abi.md Appendix B).
+enum {
+	IBV_PD_CONTEXT = 0,
+	IBV_PD_HANDLE = 8,
+	IBV_PD_SIZE = 16,
+	IBV_MR_CONTEXT = 0,
+	IBV_MR_PD = 8,
+	IBV_MR_ADDR = 16,
+	IBV_MR_LENGTH = 24,
+	IBV_MR_HANDLE = 32,
+	IBV_MR_LKEY = 36,
+	IBV_MR_RKEY = 40,
+	VERBS_MR_TYPE = 48,   // enum ibv_mr_type; IBV_MR_TYPE_MR = 0
+	VERBS_MR_ACCESS = 52, // int, since v32
+	VERBS_MR_SIZE = 56,
+};
+
+// Our objects: libibverbs' struct first, then the Go handle.
+struct usb4_pd {
+	unsigned char ibv_pd[IBV_PD_SIZE];
+	uintptr_t go;
+};
+
+struct usb4_mr {
+	unsigned char verbs_mr[VERBS_MR_SIZE];
+	uintptr_t go;
+};
+
+static void put_u32(void *obj, size_t off, uint32_t v)
+{
+	memcpy((char *)obj + off, &v, sizeof(v));
+}
+
+// query_device_ex(ctx, input, attr, attr_size): ibv_query_device passes
+// attr_size 232 (only orig_attr); never write past attr_size.
+static int usb4_query_device_ex(void *ibv_ctx, const void *input, void *attr, size_t attr_size)
+{
+	struct usb4_device_attr a;
+	uint64_t cap_ex = 0;
+	(void)input;
+
+	if (!attr || attr_size < sizeof(a))
+		return EINVAL;
+	memset(&a, 0, sizeof(a));
+	int err = usb4goQueryDevice(usb4_ctx_handle(ibv_ctx), &a, &cap_ex);
+	if (err)
+		return err;
+	memset(attr, 0, attr_size);
+	memcpy(attr, &a, sizeof(a));
+	if (attr_size >= DEVICE_ATTR_EX_CAP_FLAGS_EX + sizeof(uint64_t))
+		memcpy((char *)attr + DEVICE_ATTR_EX_CAP_FLAGS_EX, &cap_ex, sizeof(cap_ex));
+	if (attr_size >= DEVICE_ATTR_EX_PHYS_PORT_CNT_EX + sizeof(uint32_t))
+		put_u32(attr, DEVICE_ATTR_EX_PHYS_PORT_CNT_EX, a.phys_port_cnt);
+	return 0;
+}
+
+// query_port writes at most the running library's sizeof(ibv_port_attr):
+// 52 bytes before v49, 56 from v49 (the caller's buffer may be on its stack).
+static int usb4_query_port(void *ibv_ctx, uint8_t port, void *attr)
+{
+	struct usb4_port_attr a;
+	size_t n = usb4_abi_get()->port_attr_size;
+
+	if (!attr)
+		return EINVAL;
+	memset(&a, 0, sizeof(a));
+	int err = usb4goQueryPort(usb4_ctx_handle(ibv_ctx), port, &a);
+	if (err)
+		return err;
+	memcpy(attr, &a, n < sizeof(a) ? n : sizeof(a));
+	return 0;
+}
+
+static void *usb4_alloc_pd(void *ibv_ctx)
+{
+	struct usb4_pd *pd = calloc(1, sizeof(*pd));
+	uint32_t handle;
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int err = usb4goAllocPD(usb4_ctx_handle(ibv_ctx), &pd->go, &handle);
+	if (err) {
+		free(pd);
+		errno = err;
+		return NULL;
+	}
+	// libibverbs sets pd->context after we return.
+	put_u32(pd->ibv_pd, IBV_PD_HANDLE, handle);
+	return pd;
+}
+
+static int usb4_dealloc_pd(void *ibv_pd)
+{
+	struct usb4_pd *pd = ibv_pd;
+	int err = usb4goDeallocPD(pd->go);
+	if (err)
+		return err;
+	free(pd);
+	return 0;
+}
+
+// reg_mr(pd, addr, length, hca_va, access) returns the ibv_mr inside a
+// verbs_mr: libibverbs' ibv_dereg_mr reads mr_type and access from it.
+static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_va, int access)
+{
+	struct usb4_pd *pd = ibv_pd;
+	struct usb4_mr *mr = calloc(1, sizeof(*mr));
+	uint32_t handle, lkey, rkey;
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int err = usb4goRegMR(pd->go, (uintptr_t)addr, length, hca_va, (uint32_t)access, &mr->go, &handle, &lkey, &rkey);
+	if (err) {
+		free(mr);
+		errno = err;
+		return NULL;
+	}
+	// context, pd, addr and length are set by libibverbs after we return.
+	put_u32(mr->verbs_mr, IBV_MR_HANDLE, handle);
+	put_u32(mr->verbs_mr, IBV_MR_LKEY, lkey);
+	put_u32(mr->verbs_mr, IBV_MR_RKEY, rkey);
+	put_u32(mr->verbs_mr, VERBS_MR_TYPE, 0);
+	put_u32(mr->verbs_mr, VERBS_MR_ACCESS, (uint32_t)access);
+	return mr;
+}
+
+static int usb4_dereg_mr(void *verbs_mr)
+{
+	struct usb4_mr *mr = verbs_mr;
+	int err = usb4goDeregMR(mr->go);
+	if (err)
+		return err;
+	free(mr);
+	return 0;
+}
+
+static void set_slot(void **buf, size_t nslots, enum usb4_op op, void *fn)
+{
+	int16_t slot = usb4_abi_get()->slots[op];
+	if (slot >= 0 && (size_t)slot < nslots)
+		buf[slot] = fn;
+}
+
+void usb4_install_control_ops(void **buf, size_t nslots)
+{
+	set_slot(buf, nslots, USB4_OP_query_device_ex, (void *)usb4_query_device_ex);
+	set_slot(buf, nslots, USB4_OP_query_port, (void *)usb4_query_port);
+	set_slot(buf, nslots, USB4_OP_alloc_pd, (void *)usb4_alloc_pd);
+	set_slot(buf, nslots, USB4_OP_dealloc_pd, (void *)usb4_dealloc_pd);
+	set_slot(buf, nslots, USB4_OP_reg_mr, (void *)usb4_reg_mr);
+	set_slot(buf, nslots, USB4_OP_dereg_mr, (void *)usb4_dereg_mr);
+}

@@ -353,7 +353,7 @@ func checkProvider(e doctorEnv) check {
 	}
 	if len(wrong) > 0 {
 		return fail(id, fmt.Sprintf("libibverbs (%s) loads lib%s-rdmav%d.so but %s; it is silently ignored", lib, ourDriver, v.PABI, strings.Join(wrong, "; ")),
-			fmt.Sprintf("%s (it installs -rdmav%d); IBV_SHOW_WARNINGS=1 ibv_devices shows the skipped devices", install, v.PABI))
+			fmt.Sprintf("install the usb4verbs package, which provides lib%s-rdmav%d.so among its per-PABI names; IBV_SHOW_WARNINGS=1 ibv_devices lists the devices libibverbs skipped", ourDriver, v.PABI))
 	}
 	return fail(id, fmt.Sprintf("our provider is not installed for libibverbs (%s): no .driver entry in /etc/libibverbs.d leads to it", lib), install)
 }

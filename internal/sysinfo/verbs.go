@@ -63,10 +63,13 @@ var SupportedPABIs = []int{34, 57, 59, 64, 65}
 // libDirs are searched for libibverbs.so.1, the multiarch directory of
 // this machine first.
 func libDirs() []string {
-	arch := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[runtime.GOARCH]
+	arches := []string{"x86_64-linux-gnu", "aarch64-linux-gnu"}
+	if runtime.GOARCH == "arm64" {
+		arches[0], arches[1] = arches[1], arches[0]
+	}
 	var dirs []string
-	if arch != "" {
-		dirs = append(dirs, "usr/lib/"+arch, "lib/"+arch)
+	for _, a := range arches {
+		dirs = append(dirs, "usr/lib/"+a, "lib/"+a)
 	}
 	return append(dirs, "usr/lib64", "lib64", "usr/lib", "lib")
 }

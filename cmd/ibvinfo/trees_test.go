@@ -32,6 +32,7 @@ func (t treeSpec) file(p, s string) { t[p] = node{data: s} }
 func (t treeSpec) link(p, target string) {
 	t[p] = node{link: target}
 }
+
 // dir makes a directory the way sysfs shows an empty driver directory: with
 // its uevent attribute (git stores no empty directories).
 func (t treeSpec) dir(p string) { t[p+"/uevent"] = node{data: ""} }

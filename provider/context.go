@@ -116,7 +116,9 @@ func (c *Context) getContext() error {
 		return err
 	}
 	c.numCompVectors = ncomp
-	c.coreSupport = core
+	if ic.validOutput(uapi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT) {
+		c.coreSupport = core
+	}
 
 	ac := newIoctl(uapi.UVERBS_OBJECT_ASYNC_EVENT, uapi.UVERBS_METHOD_ASYNC_EVENT_ALLOC).
 		newObj(uapi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
@@ -137,6 +139,10 @@ func (c *Context) Device() DeviceInfo { return c.info }
 
 // Driver returns the backend kind and the kernel driver id.
 func (c *Context) Driver() Driver { return c.info.Driver }
+
+// CoreSupport is the kernel's IB_UVERBS_CORE_SUPPORT_* bits (0 when the
+// kernel did not say, e.g. through the write path).
+func (c *Context) CoreSupport() uint64 { return c.coreSupport }
 
 // NumCompVectors is the number of completion vectors of the device.
 func (c *Context) NumCompVectors() uint32 { return c.numCompVectors }
@@ -238,8 +244,41 @@ func (c *Context) Close() error {
 	return nil
 }
 
-// mapCmdFD maps length bytes of the command fd at offset (ring offers of
-// rxe and usb4); the mapping is owned by the context until unmapCmdFD or Close.
+// MapCmdFD maps length bytes of the command fd at offset, shared and
+// read-write: the ring offers of rxe (Mminfo of CQ/QP/SRQ) and usb4. The
+// context owns the mapping: UnmapCmdFD releases it early, Close at the latest.
+func (c *Context) MapCmdFD(offset uint64, length int) ([]byte, error) {
+	const verb = "mmap"
+	if length <= 0 {
+		return nil, verbError(verb, errInvalid("length %d", length))
+	}
+	if err := c.lock(verb); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	b, err := c.mapCmdFDLocked(offset, length)
+	if err != nil {
+		return nil, verbError(verb, err)
+	}
+	return b, nil
+}
+
+// UnmapCmdFD releases a mapping made by MapCmdFD.
+func (c *Context) UnmapCmdFD(b []byte) error {
+	const verb = "munmap"
+	if err := c.lock(verb); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if len(b) == 0 || c.maps[&b[0]] == nil {
+		return verbError(verb, errInvalid("not a mapping of this context"))
+	}
+	if err := c.unmapCmdFDLocked(b); err != nil {
+		return verbError(verb, err)
+	}
+	return nil
+}
+
 func (c *Context) mapCmdFDLocked(offset uint64, length int) ([]byte, error) {
 	b, err := c.cmd.sys.Mmap(c.cmd.fd, int64(offset), length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -385,8 +424,8 @@ func (c *Context) QueryDevice() (DeviceAttr, error) {
 		MaxCQModPeriod:  r.CqModerationCaps.MaxCqModerationPeriod,
 		MaxDMSize:       r.MaxDmSize,
 	}
-	// device_cap_flags_ex sits at offset 232 of the response; the kernel
-	// reports in response_length how much of the extension it filled.
+	// response_length is how much of the whole response the kernel filled;
+	// older kernels stop before device_cap_flags_ex.
 	if r.ResponseLength >= uint32(unsafe.Offsetof(r.DeviceCapFlagsEx)+8) {
 		a.DeviceCapFlags = r.DeviceCapFlagsEx
 	}

@@ -86,12 +86,6 @@ func classifyDriver(name string, guid uint64, driverID uint32) Driver {
 	return Driver{Kind: DriverGeneric, ID: driverID}
 }
 
-// deviceLookup resolves devices; a seam so tests need no netlink or sysfs.
-type deviceLookup interface {
-	byName(name string) (DeviceInfo, error)
-	all() ([]DeviceInfo, error)
-}
-
 // systemLookup asks RDMA netlink first and falls back to sysfs, the same
 // order libibverbs uses (rdma-core:libibverbs/ibdev_nl.c, then sysfs).
 type systemLookup struct{ sysfsRoot string }

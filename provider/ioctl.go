@@ -142,7 +142,7 @@ type unsupportedIoctl struct{ no unix.Errno }
 
 func (e unsupportedIoctl) Error() string        { return errIoctlUnsupported.Error() + ": " + e.no.Error() }
 func (e unsupportedIoctl) Is(target error) bool { return target == errIoctlUnsupported }
-func (e unsupportedIoctl) Unwrap() error        { return errno{e.no} }
+func (e unsupportedIoctl) Unwrap() error        { return errno(e) }
 
 // cmdFD issues the uverbs commands of one open character device.
 type cmdFD struct {

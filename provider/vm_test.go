@@ -233,9 +233,7 @@ func TestVMObjectLifecycle(t *testing.T) {
 	}
 	// Map the ring the kernel offered and check its header: proof that the
 	// driver response was passed and decoded. Close must unmap it.
-	c.mu.Lock()
-	ring, err := c.mapCmdFDLocked(mi.Offset, int(mi.Size))
-	c.mu.Unlock()
+	ring, err := c.MapCmdFD(mi.Offset, int(mi.Size))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,8 +283,25 @@ func TestVMObjectLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := qp.RxeQueues(); !ok {
+	if _, sq, ok := qp.RxeQueues(); !ok || sq.Size == 0 {
 		t.Error("rxe qp: no ring mmap info")
+	} else {
+		sqRing, err := c.MapCmdFD(sq.Offset, int(sq.Size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb := (*uapi.RxeQueueBuf)(unsafePointer(sqRing)); sb.IndexMask+1 < 8 {
+			t.Errorf("rxe sq ring index_mask %#x for 8 WRs", sb.IndexMask)
+		}
+		if err := c.UnmapCmdFD(sqRing); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.UnmapCmdFD(sqRing); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("second unmap: %v, want EINVAL", err)
+		}
+		if ourMaps(t) != maps0+1 {
+			t.Errorf("maps after unmap: %d, want %d", ourMaps(t), maps0+1)
+		}
 	}
 	if err := cq.Destroy(); !errors.Is(err, unix.EBUSY) {
 		t.Errorf("destroy of a CQ in use: %v, want EBUSY", err)

@@ -131,7 +131,7 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	};
 	int rc = usb4v_uverbs_ioctl(qp->sys, qp->cmd_fd, driver_id, USB4V_USB4_RDMA_DV_OBJECT_DEVICE,
 				    USB4V_USB4_RDMA_DV_METHOD_CREATE_QUEUE, a, 3);
-	uint32_t kgen = __atomic_load_n(&dv->db->consumer.generation, __ATOMIC_ACQUIRE);
+	uint32_t kgen = __atomic_load_n(USB4V_DB_CONSUMER(dv->db, generation), __ATOMIC_ACQUIRE);
 	if (rc == 0 && (resp.generation > 0xff || kgen != resp.generation))
 		rc = -EPROTO; /* generation must fit the 8 packed bits and match the page */
 	if (rc < 0) {
@@ -144,9 +144,9 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	}
 	dv->gen = (uint8_t)resp.generation;
 	/* Mirror the generation before producing anything. */
-	__atomic_store_n(&dv->db->producer.generation, resp.generation, __ATOMIC_RELAXED);
-	__atomic_store_n(&dv->db->producer.cq_head, usb4v_dv_pack(0, dv->gen), __ATOMIC_RELAXED);
-	__atomic_store_n(&dv->db->producer.sq_tail, usb4v_dv_pack(0, dv->gen), __ATOMIC_RELEASE);
+	__atomic_store_n(USB4V_DB_PRODUCER(dv->db, generation), resp.generation, __ATOMIC_RELAXED);
+	__atomic_store_n(USB4V_DB_PRODUCER(dv->db, cq_head), usb4v_dv_pack(0, dv->gen), __ATOMIC_RELAXED);
+	__atomic_store_n(USB4V_DB_PRODUCER(dv->db, sq_tail), usb4v_dv_pack(0, dv->gen), __ATOMIC_RELEASE);
 	dv->kick = 1;
 
 	struct usb4v_cq *cq = qp->send_cq;
@@ -321,7 +321,7 @@ int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct
 		}
 		if (qp->sq_sig_all)
 			wqe.flags |= USB4V_USB4_RDMA_DV_WQE_F_SIGNALED;
-		uint32_t head = __atomic_load_n(&dv->db->consumer.sq_head, __ATOMIC_ACQUIRE) & IDX_MASK;
+		uint32_t head = __atomic_load_n(USB4V_DB_CONSUMER(dv->db, sq_head), __ATOMIC_ACQUIRE) & IDX_MASK;
 		if (((dv->sq_tail - head) & IDX_MASK) >= dv->sq_entries ||
 		    (signaled && __atomic_load_n(&dv->signaled_inflight, __ATOMIC_ACQUIRE) >= dv->cq_entries)) {
 			rc = ENOMEM;
@@ -336,7 +336,7 @@ int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct
 			__atomic_add_fetch(&dv->signaled_inflight, 1, __ATOMIC_RELEASE);
 		dv->sq[dv->sq_tail % dv->sq_entries] = wqe;
 		dv->sq_tail = (dv->sq_tail + 1) & IDX_MASK;
-		__atomic_store_n(&dv->db->producer.sq_tail, usb4v_dv_pack(dv->sq_tail, dv->gen), __ATOMIC_RELEASE);
+		__atomic_store_n(USB4V_DB_PRODUCER(dv->db, sq_tail), usb4v_dv_pack(dv->sq_tail, dv->gen), __ATOMIC_RELEASE);
 		pending_kick = 1;
 	}
 	uint32_t tail = usb4v_dv_pack(dv->sq_tail, dv->gen);
@@ -352,7 +352,7 @@ int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct
 /* Next DV CQE of the QP, or NULL. Caller holds the send CQ's lock. */
 static const struct usb4v_usb4_rdma_dv_cqe *dv_peek(struct usb4v_dv *dv)
 {
-	uint32_t tail = __atomic_load_n(&dv->db->consumer.cq_tail, __ATOMIC_ACQUIRE);
+	uint32_t tail = __atomic_load_n(USB4V_DB_CONSUMER(dv->db, cq_tail), __ATOMIC_ACQUIRE);
 	if ((tail >> 24) != dv->gen)
 		return NULL; /* stale lifetime: nothing valid to read */
 	if ((tail & IDX_MASK) == dv->cq_head)
@@ -363,7 +363,7 @@ static const struct usb4v_usb4_rdma_dv_cqe *dv_peek(struct usb4v_dv *dv)
 static void dv_pop(struct usb4v_dv *dv)
 {
 	dv->cq_head = (dv->cq_head + 1) & IDX_MASK;
-	__atomic_store_n(&dv->db->producer.cq_head, usb4v_dv_pack(dv->cq_head, dv->gen), __ATOMIC_RELEASE);
+	__atomic_store_n(USB4V_DB_PRODUCER(dv->db, cq_head), usb4v_dv_pack(dv->cq_head, dv->gen), __ATOMIC_RELEASE);
 }
 
 int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)

@@ -74,7 +74,7 @@ void usb4v_uwc_to_ibv(const struct usb4v_ib_uverbs_wc *in, struct usb4v_ibv_wc *
 	out->opcode = in->opcode;
 	out->vendor_err = in->vendor_err;
 	out->byte_len = in->byte_len;
-	out->imm_data = in->ex;
+	out->imm_data = in->ex.imm_data;
 	out->qp_num = in->qp_num;
 	out->src_qp = in->src_qp;
 	/* Copied verbatim, as rdma-core's ibv_cmd_poll_cq and rxe do. */

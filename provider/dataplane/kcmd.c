@@ -30,7 +30,7 @@ static void encode_send_wr(const struct usb4v_ibv_send_wr *wr, struct usb4v_ib_u
 	u->num_sge = (uint32_t)wr->num_sge;
 	u->opcode = wr->opcode;
 	u->send_flags = wr->send_flags;
-	u->ex = wr->imm_data;
+	u->ex.imm_data = wr->imm_data;
 	switch (wr->opcode) {
 	case USB4V_WR_RDMA_WRITE:
 	case USB4V_WR_RDMA_WRITE_WITH_IMM:

@@ -88,7 +88,7 @@ static int rxe_post_one(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
 	wqe->wr.wr_id = wr->wr_id;
 	wqe->wr.opcode = wr->opcode; /* IB_UVERBS_WR_* == IBV_WR_* */
 	wqe->wr.send_flags = wr->send_flags;
-	wqe->wr.ex = wr->imm_data; /* already big endian, as given */
+	wqe->wr.ex.imm_data = wr->imm_data; /* already big endian, as given */
 	switch (wr->opcode) {
 	case USB4V_WR_RDMA_WRITE:
 	case USB4V_WR_RDMA_WRITE_WITH_IMM:

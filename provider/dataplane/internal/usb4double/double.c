@@ -1,0 +1,888 @@
+/*
+ * The usb4 kernel side as a test double, at the engine's syscall seam. It
+ * decodes commands the way the uverbs core does
+ * (linux:drivers/infiniband/core/uverbs_main.c ib_uverbs_write,
+ * uverbs_cmd.c ib_uverbs_post_send / ib_uverbs_unmarshall_recv /
+ * ib_uverbs_poll_cq / ib_uverbs_req_notify_cq) and acts as thunderbolt_ibverbs
+ * does per reference usb4-kernel-and-consumers.md §1.2-1.3 (SEND, SEND_IMM,
+ * WRITE, WRITE_IMM, READ; no inline; at most one receive SGE; no SRQ), the
+ * mapped CQ ring of §1.8 (producer with ovf_seq) and the DV queues of §1.9
+ * (generation checks, STALE_GEN, KICK drain, CQ overflow -> QP ERR).
+ * QPs are connected in pairs; data moves by memcpy within this process.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "double.h"
+
+enum { ACC_LOCAL_WRITE = 1, ACC_REMOTE_WRITE = 2, ACC_REMOTE_READ = 4, ACC_REMOTE_ATOMIC = 8 };
+
+static struct dbl_mr *mr_by_lkey(struct dbl *d, uint32_t lkey)
+{
+	for (int i = 0; i < DBL_MAX_MR; i++)
+		if (d->mr[i].used && d->mr[i].lkey == lkey)
+			return &d->mr[i];
+	return NULL;
+}
+
+static struct dbl_mr *mr_by_rkey(struct dbl *d, uint32_t rkey)
+{
+	for (int i = 0; i < DBL_MAX_MR; i++)
+		if (d->mr[i].used && d->mr[i].rkey == rkey)
+			return &d->mr[i];
+	return NULL;
+}
+
+static int in_mr(const struct dbl_mr *m, uint64_t addr, uint64_t len)
+{
+	return m && addr >= m->addr && len <= m->len && addr - m->addr <= m->len - len;
+}
+
+static struct dbl_cq *cq_get(struct dbl *d, uint32_t h)
+{
+	return h < DBL_MAX_CQ && d->cq[h].used ? &d->cq[h] : NULL;
+}
+
+static struct dbl_qp *qp_get(struct dbl *d, uint32_t h)
+{
+	return h < DBL_MAX_QP && d->qp[h].used ? &d->qp[h] : NULL;
+}
+
+/* ---- completion production ---- */
+
+static void cq_push(struct dbl *d, uint32_t cqh, const struct usb4v_ib_uverbs_wc *wc, int solicited)
+{
+	struct dbl_cq *cq = cq_get(d, cqh);
+	if (!cq)
+		return;
+	if (cq->shm_mode) {
+		struct usb4v_tbv_cq_shm *h = (void *)cq->shm;
+		/* Never trust the shared consumed: accept it only if it lies
+		 * between our private consumed and produced. */
+		uint32_t c = __atomic_load_n(&h->consumed, __ATOMIC_ACQUIRE);
+		if (c - cq->shm_consumed <= cq->shm_produced - cq->shm_consumed)
+			cq->shm_consumed = c;
+		if (cq->shm_produced - cq->shm_consumed >= cq->cqe) {
+			__atomic_add_fetch(&h->ovf_seq, 1, __ATOMIC_RELEASE);
+			cq->overflows++;
+			return;
+		}
+		struct usb4v_ib_uverbs_wc *ring = (void *)(cq->shm + 4096);
+		ring[cq->shm_produced % cq->cqe] = *wc;
+		cq->shm_produced++;
+		__atomic_store_n(&h->produced, cq->shm_produced, __ATOMIC_RELEASE);
+	} else {
+		if (cq->pt - cq->ph >= cq->cqe) {
+			cq->overflows++;
+			return;
+		}
+		cq->priv[cq->pt % cq->cqe] = *wc;
+		cq->pt++;
+	}
+	if (cq->armed && (!cq->solicited_only || solicited)) {
+		cq->armed = 0;
+		cq->notifies++;
+	}
+}
+
+/* ---- the wire: one operation between connected QPs ---- */
+
+struct dbl_op {
+	uint32_t opcode; /* IB_UVERBS_WR_* */
+	uint32_t flags;
+	uint64_t wr_id;
+	const struct usb4v_ib_uverbs_sge *sge;
+	uint32_t nsge;
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t imm;
+	uint64_t compare_add, swap;
+};
+
+/* Gathers local SGEs into buf (bounded); returns status. */
+static uint32_t gather(struct dbl *d, const struct dbl_op *op, uint8_t *buf, uint64_t cap, uint64_t *len)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < op->nsge; i++) {
+		struct dbl_mr *m = mr_by_lkey(d, op->sge[i].lkey);
+		if (!in_mr(m, op->sge[i].addr, op->sge[i].length))
+			return USB4V_WC_LOC_PROT_ERR;
+		if (n + op->sge[i].length > cap)
+			return USB4V_WC_LOC_LEN_ERR;
+		memcpy(buf + n, (void *)(uintptr_t)op->sge[i].addr, op->sge[i].length);
+		n += op->sge[i].length;
+	}
+	*len = n;
+	return USB4V_WC_SUCCESS;
+}
+
+/* Executes op from qp; returns the sender's WC status and byte count. */
+static uint32_t exec_op(struct dbl *d, struct dbl_qp *qp, const struct dbl_op *op, uint32_t *byte_len)
+{
+	static const uint64_t cap = 1 << 20;
+	struct dbl_qp *peer = qp->peer >= 0 ? qp_get(d, (uint32_t)qp->peer) : NULL;
+	if (!peer)
+		return USB4V_WC_RETRY_EXC_ERR;
+	uint8_t *buf = malloc(cap);
+	if (!buf)
+		return USB4V_WC_GENERAL_ERR;
+	uint64_t len = 0;
+	uint32_t st = USB4V_WC_SUCCESS;
+	int consumes_recv = 0;
+	*byte_len = 0;
+	switch (op->opcode) {
+	case USB4V_WR_SEND:
+	case USB4V_WR_SEND_WITH_IMM:
+		st = gather(d, op, buf, cap, &len);
+		consumes_recv = 1;
+		break;
+	case USB4V_WR_RDMA_WRITE:
+	case USB4V_WR_RDMA_WRITE_WITH_IMM: {
+		st = gather(d, op, buf, cap, &len);
+		if (st)
+			break;
+		struct dbl_mr *m = mr_by_rkey(d, op->rkey);
+		if (!in_mr(m, op->remote_addr, len) || !(m->access & ACC_REMOTE_WRITE)) {
+			st = USB4V_WC_REM_ACCESS_ERR;
+			break;
+		}
+		memcpy((void *)(uintptr_t)op->remote_addr, buf, len);
+		consumes_recv = op->opcode == USB4V_WR_RDMA_WRITE_WITH_IMM;
+		break;
+	}
+	case USB4V_WR_RDMA_READ: {
+		uint64_t total = 0;
+		for (uint32_t i = 0; i < op->nsge; i++)
+			total += op->sge[i].length;
+		struct dbl_mr *m = mr_by_rkey(d, op->rkey);
+		if (!in_mr(m, op->remote_addr, total) || !(m->access & ACC_REMOTE_READ)) {
+			st = USB4V_WC_REM_ACCESS_ERR;
+			break;
+		}
+		uint64_t off = 0;
+		for (uint32_t i = 0; i < op->nsge; i++) {
+			struct dbl_mr *l = mr_by_lkey(d, op->sge[i].lkey);
+			if (!in_mr(l, op->sge[i].addr, op->sge[i].length) || !(l->access & ACC_LOCAL_WRITE)) {
+				st = USB4V_WC_LOC_PROT_ERR;
+				break;
+			}
+			memcpy((void *)(uintptr_t)op->sge[i].addr, (uint8_t *)(uintptr_t)op->remote_addr + off,
+			       op->sge[i].length);
+			off += op->sge[i].length;
+		}
+		len = total;
+		break;
+	}
+	case USB4V_WR_ATOMIC_FETCH_AND_ADD:
+	case USB4V_WR_ATOMIC_CMP_AND_SWP: {
+		struct dbl_mr *m = mr_by_rkey(d, op->rkey);
+		struct dbl_mr *l = op->nsge == 1 ? mr_by_lkey(d, op->sge[0].lkey) : NULL;
+		if (!in_mr(m, op->remote_addr, 8) || !(m->access & ACC_REMOTE_ATOMIC) || (op->remote_addr & 7)) {
+			st = USB4V_WC_REM_ACCESS_ERR;
+			break;
+		}
+		if (!l || !in_mr(l, op->sge[0].addr, 8) || !(l->access & ACC_LOCAL_WRITE)) {
+			st = USB4V_WC_LOC_PROT_ERR;
+			break;
+		}
+		uint64_t *target = (uint64_t *)(uintptr_t)op->remote_addr, old = *target;
+		if (op->opcode == USB4V_WR_ATOMIC_FETCH_AND_ADD)
+			*target = old + op->compare_add;
+		else if (old == op->compare_add)
+			*target = op->swap;
+		memcpy((void *)(uintptr_t)op->sge[0].addr, &old, 8);
+		len = 8;
+		break;
+	}
+	default:
+		st = USB4V_WC_GENERAL_ERR;
+	}
+	if (st == USB4V_WC_SUCCESS && consumes_recv) {
+		if (peer->rh == peer->rt) {
+			st = USB4V_WC_RNR_RETRY_EXC_ERR;
+		} else {
+			struct dbl_recv *r = &peer->rq[peer->rh % DBL_RQ_DEPTH];
+			struct usb4v_ib_uverbs_wc rwc;
+			memset(&rwc, 0, sizeof(rwc));
+			rwc.wr_id = r->wr_id;
+			rwc.qp_num = peer->qpn;
+			rwc.src_qp = qp->qpn;
+			rwc.byte_len = (uint32_t)len;
+			int is_send = op->opcode == USB4V_WR_SEND || op->opcode == USB4V_WR_SEND_WITH_IMM;
+			rwc.opcode = is_send ? USB4V_WC_RECV : USB4V_WC_RECV_RDMA_WITH_IMM;
+			if (op->opcode == USB4V_WR_SEND_WITH_IMM || op->opcode == USB4V_WR_RDMA_WRITE_WITH_IMM) {
+				rwc.ex.imm_data = op->imm;
+				rwc.wc_flags = USB4V_WC_WITH_IMM;
+			}
+			if (is_send) {
+				struct dbl_mr *m = r->num_sge ? mr_by_lkey(d, r->sge.lkey) : NULL;
+				if (len > (r->num_sge ? r->sge.length : 0)) {
+					rwc.status = USB4V_WC_LOC_LEN_ERR;
+					st = USB4V_WC_REM_ACCESS_ERR + 0; /* remote invalid request */
+				} else if (len && (!in_mr(m, r->sge.addr, len) || !(m->access & ACC_LOCAL_WRITE))) {
+					rwc.status = USB4V_WC_LOC_PROT_ERR;
+					st = USB4V_WC_REM_ACCESS_ERR;
+				} else if (len) {
+					memcpy((void *)(uintptr_t)r->sge.addr, buf, len);
+				}
+			}
+			peer->rh++;
+			cq_push(d, peer->recv_cq, &rwc, (op->flags & USB4V_SEND_SOLICITED) != 0);
+		}
+	}
+	free(buf);
+	*byte_len = (uint32_t)len;
+	return st;
+}
+
+static uint32_t wc_opcode(uint32_t wr_opcode)
+{
+	switch (wr_opcode) {
+	case USB4V_WR_RDMA_WRITE:
+	case USB4V_WR_RDMA_WRITE_WITH_IMM: return USB4V_WC_RDMA_WRITE;
+	case USB4V_WR_RDMA_READ: return USB4V_WC_RDMA_READ;
+	case USB4V_WR_ATOMIC_CMP_AND_SWP: return USB4V_WC_COMP_SWAP;
+	case USB4V_WR_ATOMIC_FETCH_AND_ADD: return USB4V_WC_FETCH_ADD;
+	default: return USB4V_WC_SEND;
+	}
+}
+
+/* ---- write() commands ---- */
+
+static int resp_copy(uint64_t response, uint32_t outlen, const void *resp, size_t len)
+{
+	if (!response)
+		return -EFAULT;
+	memcpy((void *)(uintptr_t)response, resp, len < outlen ? len : outlen);
+	return 0;
+}
+
+/* uverbs_request_next_ptr: the request must hold len more bytes. */
+static const uint8_t *next_ptr(const uint8_t **cur, const uint8_t *end, uint64_t len)
+{
+	if (len > (uint64_t)(end - *cur))
+		return NULL;
+	const uint8_t *p = *cur;
+	*cur += len;
+	return p;
+}
+
+/* uverbs_request_finish: anything left over must be zero. */
+static int finish(const uint8_t *cur, const uint8_t *end)
+{
+	for (; cur < end; cur++)
+		if (*cur)
+			return -EOPNOTSUPP;
+	return 0;
+}
+
+static int cmd_post_send(struct dbl *d, const uint8_t *p, const uint8_t *end, uint32_t outlen)
+{
+	struct usb4v_ib_uverbs_post_send cmd;
+	if ((size_t)(end - p) < sizeof(cmd))
+		return -ENOSPC;
+	memcpy(&cmd, p, sizeof(cmd));
+	p += sizeof(cmd);
+	const uint8_t *wqes = next_ptr(&p, end, (uint64_t)cmd.wqe_size * cmd.wr_count);
+	if (!wqes)
+		return -ENOSPC;
+	const uint8_t *sgls = next_ptr(&p, end, (uint64_t)cmd.sge_count * sizeof(struct usb4v_ib_uverbs_sge));
+	if (!sgls)
+		return -ENOSPC;
+	int rc = finish(p, end);
+	if (rc)
+		return rc;
+	if (cmd.wqe_size < sizeof(struct usb4v_ib_uverbs_send_wr))
+		return -EINVAL;
+	struct dbl_qp *qp = qp_get(d, cmd.qp_handle);
+	if (!qp)
+		return -EINVAL;
+	/* Decode all WRs first, as the core builds the whole list before
+	 * calling the driver. */
+	uint32_t sg_ind = 0;
+	for (uint32_t i = 0; i < cmd.wr_count; i++) {
+		struct usb4v_ib_uverbs_send_wr w;
+		memcpy(&w, wqes + (size_t)i * cmd.wqe_size, sizeof(w));
+		if ((uint64_t)w.num_sge + sg_ind > cmd.sge_count)
+			return -EINVAL;
+		switch (w.opcode) {
+		case USB4V_WR_RDMA_WRITE: case USB4V_WR_RDMA_WRITE_WITH_IMM: case USB4V_WR_RDMA_READ:
+		case USB4V_WR_ATOMIC_CMP_AND_SWP: case USB4V_WR_ATOMIC_FETCH_AND_ADD:
+		case USB4V_WR_SEND: case USB4V_WR_SEND_WITH_IMM: case USB4V_WR_SEND_WITH_INV:
+			break;
+		default:
+			return -EINVAL;
+		}
+		sg_ind += w.num_sge;
+	}
+	/* The driver (tbv_post_send) walks the list; the first refused WR
+	 * stops it and resp.bad_wr counts up to and including it. */
+	struct usb4v_ib_uverbs_post_send_resp resp = {0};
+	rc = 0;
+	sg_ind = 0;
+	for (uint32_t i = 0; i < cmd.wr_count; i++) {
+		struct usb4v_ib_uverbs_send_wr w;
+		memcpy(&w, wqes + (size_t)i * cmd.wqe_size, sizeof(w));
+		struct usb4v_ib_uverbs_sge sg[64];
+		uint32_t n = w.num_sge < 64 ? w.num_sge : 64;
+		memcpy(sg, sgls + (size_t)sg_ind * sizeof(sg[0]), n * sizeof(sg[0]));
+		sg_ind += w.num_sge;
+		int supported = w.opcode == USB4V_WR_SEND || w.opcode == USB4V_WR_SEND_WITH_IMM ||
+				w.opcode == USB4V_WR_RDMA_WRITE || w.opcode == USB4V_WR_RDMA_WRITE_WITH_IMM ||
+				w.opcode == USB4V_WR_RDMA_READ;
+		if (!supported || (w.send_flags & USB4V_SEND_INLINE) || w.num_sge > 4) {
+			rc = w.num_sge > 4 ? -EINVAL : -EOPNOTSUPP;
+			resp.bad_wr = i + 1;
+			break;
+		}
+		struct dbl_op op = {
+			.opcode = w.opcode, .flags = w.send_flags, .wr_id = w.wr_id, .sge = sg, .nsge = n,
+			.remote_addr = w.wr.rdma.remote_addr, .rkey = w.wr.rdma.rkey, .imm = w.ex.imm_data,
+		};
+		uint32_t byte_len = 0;
+		uint32_t st = exec_op(d, qp, &op, &byte_len);
+		if ((w.send_flags & USB4V_SEND_SIGNALED) || st != USB4V_WC_SUCCESS) {
+			struct usb4v_ib_uverbs_wc wc;
+			memset(&wc, 0, sizeof(wc));
+			wc.wr_id = w.wr_id;
+			wc.status = st;
+			wc.opcode = wc_opcode(w.opcode);
+			wc.qp_num = qp->qpn;
+			wc.byte_len = w.opcode == USB4V_WR_RDMA_READ ? byte_len : 0;
+			cq_push(d, qp->send_cq, &wc, 0);
+		}
+	}
+	int rc2 = resp_copy(cmd.response, outlen, &resp, sizeof(resp));
+	return rc ? rc : rc2;
+}
+
+static int cmd_post_recv(struct dbl *d, const uint8_t *p, const uint8_t *end, uint32_t outlen, int srq)
+{
+	struct usb4v_ib_uverbs_post_recv cmd;
+	if ((size_t)(end - p) < sizeof(cmd))
+		return -ENOSPC;
+	memcpy(&cmd, p, sizeof(cmd));
+	p += sizeof(cmd);
+	if (cmd.wqe_size < sizeof(struct usb4v_ib_uverbs_recv_wr))
+		return -EINVAL;
+	const uint8_t *wqes = next_ptr(&p, end, (uint64_t)cmd.wqe_size * cmd.wr_count);
+	if (!wqes)
+		return -ENOSPC;
+	const uint8_t *sgls = next_ptr(&p, end, (uint64_t)cmd.sge_count * sizeof(struct usb4v_ib_uverbs_sge));
+	if (!sgls)
+		return -ENOSPC;
+	int rc = finish(p, end);
+	if (rc)
+		return rc;
+	uint32_t sg_ind = 0;
+	for (uint32_t i = 0; i < cmd.wr_count; i++) {
+		struct usb4v_ib_uverbs_recv_wr w;
+		memcpy(&w, wqes + (size_t)i * cmd.wqe_size, sizeof(w));
+		if ((uint64_t)w.num_sge + sg_ind > cmd.sge_count)
+			return -EINVAL;
+		sg_ind += w.num_sge;
+	}
+	/* thunderbolt_ibverbs has no SRQ object: the handle lookup fails. */
+	struct dbl_qp *qp = srq ? NULL : qp_get(d, cmd.qp_handle);
+	if (!qp)
+		return -EINVAL;
+	struct usb4v_ib_uverbs_post_recv_resp resp = {0};
+	sg_ind = 0;
+	for (uint32_t i = 0; i < cmd.wr_count; i++) {
+		struct usb4v_ib_uverbs_recv_wr w;
+		memcpy(&w, wqes + (size_t)i * cmd.wqe_size, sizeof(w));
+		if (w.num_sge > 1) { /* tbv_post_recv: one SGE at most */
+			rc = -EINVAL;
+			resp.bad_wr = i + 1;
+			break;
+		}
+		if (qp->rt - qp->rh >= DBL_RQ_DEPTH) {
+			rc = -ENOMEM;
+			resp.bad_wr = i + 1;
+			break;
+		}
+		struct dbl_recv *r = &qp->rq[qp->rt % DBL_RQ_DEPTH];
+		memset(r, 0, sizeof(*r));
+		r->wr_id = w.wr_id;
+		r->num_sge = w.num_sge;
+		if (w.num_sge) {
+			memcpy(&r->sge, sgls + (size_t)sg_ind * sizeof(r->sge), sizeof(r->sge));
+			struct dbl_mr *m = mr_by_lkey(d, r->sge.lkey);
+			if (!in_mr(m, r->sge.addr, r->sge.length) || !(m->access & ACC_LOCAL_WRITE)) {
+				rc = -EINVAL;
+				resp.bad_wr = i + 1;
+				break;
+			}
+		}
+		sg_ind += w.num_sge;
+		qp->rt++;
+	}
+	int rc2 = resp_copy(cmd.response, outlen, &resp, sizeof(resp));
+	return rc ? rc : rc2;
+}
+
+static int cmd_poll_cq(struct dbl *d, const uint8_t *p, const uint8_t *end, uint32_t outlen)
+{
+	struct usb4v_ib_uverbs_poll_cq cmd;
+	if ((size_t)(end - p) < sizeof(cmd))
+		return -ENOSPC;
+	memcpy(&cmd, p, sizeof(cmd));
+	int rc = finish(p + sizeof(cmd), end);
+	if (rc)
+		return rc;
+	struct dbl_cq *cq = cq_get(d, cmd.cq_handle);
+	if (!cq)
+		return -EINVAL;
+	if (!cmd.response)
+		return -EFAULT;
+	uint8_t *out = (uint8_t *)(uintptr_t)cmd.response;
+	struct usb4v_ib_uverbs_poll_cq_resp resp = {0};
+	size_t room = outlen > sizeof(resp) ? (outlen - sizeof(resp)) / sizeof(struct usb4v_ib_uverbs_wc) : 0;
+	/* A mapped CQ has one consumer path: the ring. */
+	while (!cq->shm_mode && resp.count < cmd.ne && resp.count < room && cq->ph != cq->pt) {
+		memcpy(out + sizeof(resp) + resp.count * sizeof(struct usb4v_ib_uverbs_wc),
+		       &cq->priv[cq->ph % cq->cqe], sizeof(struct usb4v_ib_uverbs_wc));
+		cq->ph++;
+		resp.count++;
+	}
+	memcpy(out, &resp, sizeof(resp));
+	return 0;
+}
+
+static int cmd_req_notify(struct dbl *d, const uint8_t *p, const uint8_t *end)
+{
+	struct usb4v_ib_uverbs_req_notify_cq cmd;
+	if ((size_t)(end - p) < sizeof(cmd))
+		return -ENOSPC;
+	memcpy(&cmd, p, sizeof(cmd));
+	struct dbl_cq *cq = cq_get(d, cmd.cq_handle);
+	if (!cq)
+		return -EINVAL;
+	cq->armed = 1;
+	cq->solicited_only = cmd.solicited_only != 0;
+	return 0;
+}
+
+static ssize_t dbl_write(void *ctx, int fd, const void *buf, size_t len)
+{
+	struct dbl *d = ctx;
+	(void)fd;
+	struct usb4v_ib_uverbs_cmd_hdr hdr;
+	if (len < sizeof(hdr))
+		return -EINVAL;
+	memcpy(&hdr, buf, sizeof(hdr));
+	if ((size_t)hdr.in_words * 4 != len)
+		return -EINVAL;
+	const uint8_t *p = (const uint8_t *)buf + sizeof(hdr), *end = (const uint8_t *)buf + len;
+	uint32_t outlen = (uint32_t)hdr.out_words * 4;
+	int rc;
+	pthread_mutex_lock(&d->mu);
+	d->writes++;
+	switch (hdr.command) {
+	case USB4V_IB_USER_VERBS_CMD_POST_SEND: rc = cmd_post_send(d, p, end, outlen); break;
+	case USB4V_IB_USER_VERBS_CMD_POST_RECV: rc = cmd_post_recv(d, p, end, outlen, 0); break;
+	case USB4V_IB_USER_VERBS_CMD_POST_SRQ_RECV: rc = cmd_post_recv(d, p, end, outlen, 1); break;
+	case USB4V_IB_USER_VERBS_CMD_POLL_CQ: rc = cmd_poll_cq(d, p, end, outlen); break;
+	case USB4V_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ: rc = cmd_req_notify(d, p, end); break;
+	default: rc = -EOPNOTSUPP; break;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return rc < 0 ? rc : (ssize_t)len;
+}
+
+/* ---- mmap of the CQ ring ---- */
+
+static int dbl_mmap(void *ctx, int fd, uint64_t off, size_t len, void **addr)
+{
+	struct dbl *d = ctx;
+	(void)fd;
+	pthread_mutex_lock(&d->mu);
+	d->mmaps++;
+	int rc = -EINVAL;
+	for (int i = 0; i < DBL_MAX_CQ; i++) {
+		struct dbl_cq *cq = &d->cq[i];
+		if (!cq->used || !cq->shm_offered || cq->mmap_off != off)
+			continue;
+		if (d->shm_spoil == DBL_SHM_REFUSE_MMAP) {
+			rc = -EPERM;
+			break;
+		}
+		if (len != cq->shm_len) { /* partial maps are rejected */
+			rc = -EINVAL;
+			break;
+		}
+		cq->shm_mode = 1;
+		*addr = cq->shm;
+		rc = 0;
+		break;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
+
+static int dbl_munmap(void *ctx, void *addr, size_t len)
+{
+	struct dbl *d = ctx;
+	(void)len;
+	pthread_mutex_lock(&d->mu);
+	for (int i = 0; i < DBL_MAX_CQ; i++)
+		if (d->cq[i].used && d->cq[i].shm == addr)
+			d->cq[i].shm_mode = 0;
+	pthread_mutex_unlock(&d->mu);
+	return 0;
+}
+
+/* ---- DV ioctls ---- */
+
+static const struct usb4v_ib_uverbs_attr *find_attr(const struct usb4v_ib_uverbs_attr *a, uint16_t n, uint16_t id)
+{
+	for (uint16_t i = 0; i < n; i++)
+		if (a[i].attr_id == id)
+			return &a[i];
+	return NULL;
+}
+
+static void dv_drain(struct dbl *d, struct dbl_qp *qp)
+{
+	uint32_t tail = __atomic_load_n(USB4V_DB_PRODUCER(qp->db, sq_tail), __ATOMIC_ACQUIRE);
+	if ((tail >> 24) != qp->gen || __atomic_load_n(USB4V_DB_PRODUCER(qp->db, generation), __ATOMIC_RELAXED) != qp->gen)
+		return; /* stale producer state: rejected */
+	if (__atomic_load_n(USB4V_DB_CONSUMER(qp->db, qp_state), __ATOMIC_RELAXED) != USB4V_USB4_RDMA_DV_QP_LIVE)
+		return;
+	tail &= USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
+	if (((tail - qp->sq_head) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK) > qp->sq_entries)
+		return; /* tail beyond what the SQ can hold: ignore */
+	while (qp->sq_head != tail) {
+		struct usb4v_usb4_rdma_dv_wqe w = qp->sq[qp->sq_head % qp->sq_entries];
+		struct usb4v_usb4_rdma_dv_cqe c;
+		memset(&c, 0, sizeof(c));
+		c.wr_id = w.wr_id;
+		c.opcode = w.opcode;
+		int emit = (w.flags & USB4V_USB4_RDMA_DV_WQE_F_SIGNALED) != 0;
+		if (w.generation != qp->gen || d->dv_stale_next) {
+			d->dv_stale_next = 0;
+			c.status = USB4V_USB4_RDMA_DV_CQE_STALE_GEN;
+			emit = 1;
+		} else {
+			static const uint32_t to_wr[] = {
+				[USB4V_USB4_RDMA_DV_WQE_SEND] = USB4V_WR_SEND,
+				[USB4V_USB4_RDMA_DV_WQE_SEND_IMM] = USB4V_WR_SEND_WITH_IMM,
+				[USB4V_USB4_RDMA_DV_WQE_RDMA_WRITE] = USB4V_WR_RDMA_WRITE,
+				[USB4V_USB4_RDMA_DV_WQE_RDMA_WRITE_IMM] = USB4V_WR_RDMA_WRITE_WITH_IMM,
+				[USB4V_USB4_RDMA_DV_WQE_RDMA_READ] = USB4V_WR_RDMA_READ,
+				[USB4V_USB4_RDMA_DV_WQE_ATOMIC_FETCH_ADD] = USB4V_WR_ATOMIC_FETCH_AND_ADD,
+				[USB4V_USB4_RDMA_DV_WQE_ATOMIC_SWAP] = 99,
+				[USB4V_USB4_RDMA_DV_WQE_ATOMIC_CMP_SWAP] = USB4V_WR_ATOMIC_CMP_AND_SWP,
+			};
+			if (w.opcode == 0 || w.opcode > USB4V_USB4_RDMA_DV_WQE_ATOMIC_CMP_SWAP || to_wr[w.opcode] == 99) {
+				c.status = USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR;
+			} else {
+				struct usb4v_ib_uverbs_sge sg = { .addr = w.local_addr, .length = w.length, .lkey = w.lkey };
+				struct dbl_op op = {
+					.opcode = to_wr[w.opcode], .wr_id = w.wr_id, .sge = &sg, .nsge = 1,
+					.remote_addr = w.remote_addr, .rkey = w.rkey, .imm = w.imm_data,
+					.flags = (w.flags & USB4V_USB4_RDMA_DV_WQE_F_SOLICITED) ? USB4V_SEND_SOLICITED : 0,
+				};
+				if (op.opcode == USB4V_WR_ATOMIC_FETCH_AND_ADD) {
+					op.compare_add = w.reserved1[0];
+				} else if (op.opcode == USB4V_WR_ATOMIC_CMP_AND_SWP) {
+					op.swap = w.reserved1[0];
+					op.compare_add = w.reserved1[1];
+				}
+				uint32_t bl = 0, st = exec_op(d, qp, &op, &bl);
+				static const uint32_t to_dv[32] = {
+					[USB4V_WC_LOC_LEN_ERR] = USB4V_USB4_RDMA_DV_CQE_LOCAL_LEN_ERR,
+					[USB4V_WC_LOC_PROT_ERR] = USB4V_USB4_RDMA_DV_CQE_LOCAL_PROT_ERR,
+					[USB4V_WC_REM_ACCESS_ERR] = USB4V_USB4_RDMA_DV_CQE_REMOTE_ACCESS_ERR,
+					[USB4V_WC_RETRY_EXC_ERR] = USB4V_USB4_RDMA_DV_CQE_RETRY_EXC_ERR,
+					[USB4V_WC_RNR_RETRY_EXC_ERR] = USB4V_USB4_RDMA_DV_CQE_RETRY_EXC_ERR,
+					[USB4V_WC_GENERAL_ERR] = USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR,
+				};
+				c.status = st < 32 ? to_dv[st] : USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR;
+				c.byte_len = op.opcode == USB4V_WR_RDMA_READ || op.opcode >= USB4V_WR_ATOMIC_CMP_AND_SWP ? bl : 0;
+				if (c.status)
+					emit = 1;
+			}
+		}
+		if (emit) {
+			uint32_t head = __atomic_load_n(USB4V_DB_PRODUCER(qp->db, cq_head), __ATOMIC_ACQUIRE);
+			if ((head >> 24) != qp->gen ||
+			    ((qp->cq_tail - head) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK) >= qp->cq_entries) {
+				/* CQ overflow is fatal for the DV queue. */
+				__atomic_store_n(USB4V_DB_CONSUMER(qp->db, qp_state), USB4V_USB4_RDMA_DV_QP_ERR, __ATOMIC_RELEASE);
+				break;
+			}
+			qp->dcq[qp->cq_tail % qp->cq_entries] = c;
+			qp->cq_tail = (qp->cq_tail + 1) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
+			__atomic_store_n(USB4V_DB_CONSUMER(qp->db, cq_tail), usb4v_dv_pack(qp->cq_tail, qp->gen), __ATOMIC_RELEASE);
+		}
+		qp->sq_head = (qp->sq_head + 1) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
+		__atomic_store_n(USB4V_DB_CONSUMER(qp->db, sq_head), usb4v_dv_pack(qp->sq_head, qp->gen), __ATOMIC_RELEASE);
+	}
+}
+
+static int ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+static int dbl_ioctl(void *ctx, int fd, unsigned long req, void *arg)
+{
+	struct dbl *d = ctx;
+	(void)fd;
+	if (req != USB4V_RDMA_VERBS_IOCTL)
+		return -ENOTTY;
+	struct usb4v_ib_uverbs_ioctl_hdr *h = arg;
+	if (h->length != sizeof(*h) + (size_t)h->num_attrs * sizeof(struct usb4v_ib_uverbs_attr) ||
+	    h->reserved1 || h->reserved2)
+		return -EINVAL;
+	const struct usb4v_ib_uverbs_attr *a = (const void *)(h + 1);
+	pthread_mutex_lock(&d->mu);
+	d->ioctls++;
+	int rc = 0;
+	if (h->object_id != USB4V_USB4_RDMA_DV_OBJECT_DEVICE || !d->dv_enabled) {
+		rc = -EPROTONOSUPPORT;
+		goto out;
+	}
+	switch (h->method_id) {
+	case USB4V_USB4_RDMA_DV_METHOD_QUERY_CAPS: {
+		const struct usb4v_ib_uverbs_attr *r = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_QUERY_CAPS_RESP);
+		if (!r || !r->data) {
+			rc = -EINVAL;
+			break;
+		}
+		struct usb4v_usb4_rdma_dv_query_caps_resp c = {
+			.abi_version = 2, .caps = 0x1ff, .max_sq_entries = 1024, .max_cq_entries = 4096,
+			.default_sq_entries = 256, .default_cq_entries = 512, .wqe_size = 64, .cqe_size = 64,
+			.doorbell_record_size = 128, .doorbell_page_size = 4096, .tail_index_bits = 24,
+			.tail_generation_bits = 8,
+		};
+		memcpy((void *)(uintptr_t)r->data, &c, r->len < sizeof(c) ? r->len : sizeof(c));
+		break;
+	}
+	case USB4V_USB4_RDMA_DV_METHOD_CREATE_QUEUE: {
+		const struct usb4v_ib_uverbs_attr *aq = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_CREATE_QUEUE_QP);
+		const struct usb4v_ib_uverbs_attr *ar = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_CREATE_QUEUE_REQ);
+		const struct usb4v_ib_uverbs_attr *ao = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_CREATE_QUEUE_RESP);
+		struct dbl_qp *qp = aq ? qp_get(d, (uint32_t)aq->data) : NULL;
+		if (!qp || !ar || !ao || ar->len != sizeof(struct usb4v_usb4_rdma_dv_queue_create) ||
+		    ao->len < sizeof(struct usb4v_usb4_rdma_dv_queue_resp)) {
+			rc = -EINVAL;
+			break;
+		}
+		if (qp->dv) {
+			rc = -EBUSY;
+			break;
+		}
+		struct usb4v_usb4_rdma_dv_queue_create q;
+		memcpy(&q, (void *)(uintptr_t)ar->data, sizeof(q));
+		uint64_t sqb = (uint64_t)q.sq_entries * 64, cqb = (uint64_t)q.cq_entries * 64;
+		if (q.abi_version != 2 || q.sq_stride != 64 || q.cq_stride != 64 ||
+		    q.sq_entries < 2 || q.sq_entries > 1024 || q.cq_entries < 2 || q.cq_entries > 4096 ||
+		    !q.sq_addr || !q.cq_addr || !q.doorbell_addr || (q.doorbell_addr & 4095) ||
+		    (q.sq_addr & 63) || (q.cq_addr & 63) ||
+		    ranges_overlap(q.sq_addr, sqb, q.cq_addr, cqb) || ranges_overlap(q.sq_addr, sqb, q.doorbell_addr, 4096) ||
+		    ranges_overlap(q.cq_addr, cqb, q.doorbell_addr, 4096)) {
+			rc = -EINVAL;
+			break;
+		}
+		d->next_gen = (uint8_t)(d->next_gen + 1 ? d->next_gen + 1 : 1);
+		qp->gen = d->next_gen;
+		qp->sq = (void *)(uintptr_t)q.sq_addr;
+		qp->dcq = (void *)(uintptr_t)q.cq_addr;
+		qp->db = (void *)(uintptr_t)q.doorbell_addr;
+		qp->sq_entries = q.sq_entries;
+		qp->cq_entries = q.cq_entries;
+		qp->sq_head = qp->cq_tail = 0;
+		qp->dv = 1;
+		memset(&qp->db->consumer, 0, sizeof(qp->db->consumer));
+		qp->db->consumer.sq_head = usb4v_dv_pack(0, qp->gen);
+		qp->db->consumer.cq_tail = usb4v_dv_pack(0, qp->gen);
+		__atomic_store_n(USB4V_DB_CONSUMER(qp->db, generation), qp->gen, __ATOMIC_RELEASE);
+		struct usb4v_usb4_rdma_dv_queue_resp r = {
+			.qp_num = qp->qpn,
+			.generation = d->dv_bad_gen_resp ? (uint32_t)qp->gen + 1 : qp->gen,
+		};
+		memcpy((void *)(uintptr_t)ao->data, &r, sizeof(r));
+		break;
+	}
+	case USB4V_USB4_RDMA_DV_METHOD_KICK: {
+		const struct usb4v_ib_uverbs_attr *aq = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_KICK_QP);
+		const struct usb4v_ib_uverbs_attr *ar = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_KICK_REQ);
+		struct dbl_qp *qp = aq ? qp_get(d, (uint32_t)aq->data) : NULL;
+		if (!qp || !qp->dv || !ar || ar->len != sizeof(struct usb4v_usb4_rdma_dv_kick)) {
+			rc = -EINVAL;
+			break;
+		}
+		d->kicks++;
+		dv_drain(d, qp);
+		break;
+	}
+	case USB4V_USB4_RDMA_DV_METHOD_DESTROY_QUEUE: {
+		const struct usb4v_ib_uverbs_attr *aq = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_DESTROY_QUEUE_QP);
+		struct dbl_qp *qp = aq ? qp_get(d, (uint32_t)aq->data) : NULL;
+		if (!qp || !qp->dv) {
+			rc = -EINVAL;
+			break;
+		}
+		__atomic_store_n(USB4V_DB_CONSUMER(qp->db, generation), (uint32_t)(uint8_t)(qp->gen + 1), __ATOMIC_RELEASE);
+		qp->dv = 0;
+		qp->sq = NULL;
+		qp->dcq = NULL;
+		qp->db = NULL;
+		break;
+	}
+	default:
+		rc = -EPROTONOSUPPORT;
+	}
+out:
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
+
+/* ---- setup ---- */
+
+struct dbl *dbl_new(void)
+{
+	struct dbl *d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	pthread_mutex_init(&d->mu, NULL);
+	d->sys.ctx = d;
+	d->sys.write = dbl_write;
+	d->sys.ioctl = dbl_ioctl;
+	d->sys.mmap = dbl_mmap;
+	d->sys.munmap = dbl_munmap;
+	d->dv_enabled = 1;
+	for (int i = 0; i < DBL_MAX_QP; i++)
+		d->qp[i].peer = -1;
+	return d;
+}
+
+void dbl_free(struct dbl *d)
+{
+	if (!d)
+		return;
+	for (int i = 0; i < DBL_MAX_CQ; i++) {
+		free(d->cq[i].priv);
+		free(d->cq[i].shm);
+	}
+	pthread_mutex_destroy(&d->mu);
+	free(d);
+}
+
+int dbl_reg_mr(struct dbl *d, uint64_t addr, uint64_t len, uint32_t access, uint32_t *lkey, uint32_t *rkey)
+{
+	pthread_mutex_lock(&d->mu);
+	int rc = -ENOMEM;
+	for (int i = 0; i < DBL_MAX_MR; i++) {
+		if (d->mr[i].used)
+			continue;
+		d->mr[i] = (struct dbl_mr){ .used = 1, .addr = addr, .len = len, .access = access,
+					    .lkey = 0x100 + (uint32_t)i, .rkey = 0x8000 + (uint32_t)i };
+		*lkey = d->mr[i].lkey;
+		*rkey = d->mr[i].rkey;
+		rc = 0;
+		break;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
+
+int dbl_create_cq(struct dbl *d, uint32_t cqe, struct usb4v_tbv_uresp_create_cq *tail)
+{
+	if (cqe == 0 || cqe > DBL_MAX_CQE)
+		return -EINVAL;
+	pthread_mutex_lock(&d->mu);
+	int h = -ENOMEM;
+	for (int i = 0; i < DBL_MAX_CQ; i++) {
+		struct dbl_cq *cq = &d->cq[i];
+		if (cq->used)
+			continue;
+		memset(cq, 0, sizeof(*cq));
+		cq->cqe = cqe;
+		cq->priv = calloc(cqe, sizeof(*cq->priv));
+		cq->shm_len = 4096 + (((size_t)cqe * 48 + 4095) & ~(size_t)4095);
+		cq->shm = aligned_alloc(4096, cq->shm_len);
+		if (!cq->priv || !cq->shm) {
+			free(cq->priv);
+			free(cq->shm);
+			break;
+		}
+		memset(cq->shm, 0, cq->shm_len);
+		cq->used = 1;
+		cq->mmap_off = (uint64_t)i << 12; /* the first offset is 0, which is legal */
+		memset(tail, 0, sizeof(*tail));
+		if (d->shm_spoil != DBL_SHM_NO_OFFER) {
+			struct usb4v_tbv_cq_shm *hd = (void *)cq->shm;
+			cq->shm_offered = 1;
+			hd->magic = d->shm_spoil == DBL_SHM_BAD_MAGIC ? 0x12345678u : USB4V_TBV_CQ_SHM_MAGIC;
+			hd->abi = USB4V_TBV_CQ_SHM_ABI;
+			hd->cqe = d->shm_spoil == DBL_SHM_CQE_MISMATCH ? cqe + 1 : cqe;
+			hd->entry_size = d->shm_spoil == DBL_SHM_BAD_ENTRY_SIZE ? 64 : 48;
+			hd->ring_offset = d->shm_spoil == DBL_SHM_RING_OUTSIDE ? (uint32_t)cq->shm_len : 4096;
+			hd->map_len = (uint32_t)cq->shm_len;
+			hd->ovf_seq = d->shm_spoil == DBL_SHM_PRE_OVERFLOW ? 1 : 0;
+			tail->cq_mmap_offset = cq->mmap_off;
+			tail->cqe = cqe;
+			tail->shm_abi = USB4V_TBV_CQ_SHM_ABI;
+			tail->map_len = cq->shm_len;
+		}
+		h = i;
+		break;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return h;
+}
+
+int dbl_create_qp(struct dbl *d, uint32_t type, uint32_t send_cq, uint32_t recv_cq, uint32_t *qpn)
+{
+	if (type != USB4V_QPT_RC && type != USB4V_QPT_UC)
+		return -EOPNOTSUPP; /* tbv_create_qp: no UD, XRC, RAW */
+	pthread_mutex_lock(&d->mu);
+	int h = -ENOMEM;
+	if (!cq_get(d, send_cq) || !cq_get(d, recv_cq)) {
+		h = -EINVAL;
+		goto out;
+	}
+	for (int i = 0; i < DBL_MAX_QP; i++) {
+		struct dbl_qp *qp = &d->qp[i];
+		if (qp->used)
+			continue;
+		memset(qp, 0, sizeof(*qp));
+		qp->used = 1;
+		qp->peer = -1;
+		qp->qpn = 0x900 + (uint32_t)i; /* tbv allocates QPNs from 0x900 */
+		qp->type = type;
+		qp->send_cq = send_cq;
+		qp->recv_cq = recv_cq;
+		*qpn = qp->qpn;
+		h = i;
+		break;
+	}
+out:
+	pthread_mutex_unlock(&d->mu);
+	return h;
+}
+
+void dbl_connect(struct dbl *d, uint32_t a, uint32_t b)
+{
+	pthread_mutex_lock(&d->mu);
+	d->qp[a].peer = (int)b;
+	d->qp[b].peer = (int)a;
+	pthread_mutex_unlock(&d->mu);
+}
+
+void dbl_flood_cq(struct dbl *d, uint32_t cq, uint32_t n)
+{
+	pthread_mutex_lock(&d->mu);
+	for (uint32_t i = 0; i < n; i++) {
+		struct usb4v_ib_uverbs_wc wc;
+		memset(&wc, 0, sizeof(wc));
+		wc.wr_id = 0xf100d000 + i;
+		wc.opcode = USB4V_WC_RECV;
+		cq_push(d, cq, &wc, 0);
+	}
+	pthread_mutex_unlock(&d->mu);
+}

@@ -1,0 +1,69 @@
+/* A test double of the usb4 (thunderbolt_ibverbs) kernel side, plugged in at
+ * the engine's syscall seam. */
+#ifndef USB4V_DOUBLE_H
+#define USB4V_DOUBLE_H
+#include "engine.h"
+
+enum {
+	DBL_MAX_MR = 64, DBL_MAX_CQ = 16, DBL_MAX_QP = 16, DBL_RQ_DEPTH = 512,
+	DBL_MAX_CQE = 8192,
+};
+
+/* How create_cq's ring offer is spoiled (tests of malformed offers). */
+enum {
+	DBL_SHM_OK = 0, DBL_SHM_BAD_MAGIC, DBL_SHM_BAD_ENTRY_SIZE, DBL_SHM_RING_OUTSIDE,
+	DBL_SHM_CQE_MISMATCH, DBL_SHM_PRE_OVERFLOW, DBL_SHM_REFUSE_MMAP, DBL_SHM_NO_OFFER,
+};
+
+struct dbl_mr { int used; uint64_t addr, len; uint32_t lkey, rkey, access; };
+struct dbl_recv { uint64_t wr_id; uint32_t num_sge; struct usb4v_ib_uverbs_sge sge; };
+struct dbl_cq {
+	int used;
+	uint32_t cqe;
+	struct usb4v_ib_uverbs_wc *priv; /* private ring (kernel-command polling) */
+	uint32_t ph, pt;
+	int shm_offered, shm_mode;
+	uint8_t *shm;
+	size_t shm_len;
+	uint64_t mmap_off;
+	uint32_t shm_produced, shm_consumed; /* private counters */
+	int armed, solicited_only;
+	uint64_t notifies, overflows;
+};
+struct dbl_qp {
+	int used;
+	uint32_t qpn, type, send_cq, recv_cq;
+	int peer;
+	struct dbl_recv rq[DBL_RQ_DEPTH];
+	uint32_t rh, rt;
+	/* DV */
+	int dv;
+	struct usb4v_usb4_rdma_dv_wqe *sq;
+	struct usb4v_usb4_rdma_dv_cqe *dcq;
+	struct usb4v_usb4_rdma_dv_doorbell *db;
+	uint32_t sq_entries, cq_entries, sq_head, cq_tail;
+	uint8_t gen;
+};
+struct dbl {
+	pthread_mutex_t mu;
+	struct dbl_mr mr[DBL_MAX_MR];
+	struct dbl_cq cq[DBL_MAX_CQ];
+	struct dbl_qp qp[DBL_MAX_QP];
+	struct usb4v_sys sys;
+	int shm_spoil;
+	int dv_enabled;
+	int dv_bad_gen_resp;
+	int dv_stale_next;
+	uint8_t next_gen;
+	uint64_t writes, ioctls, kicks, mmaps;
+};
+
+struct dbl *dbl_new(void);
+void dbl_free(struct dbl *d);
+int dbl_reg_mr(struct dbl *d, uint64_t addr, uint64_t len, uint32_t access, uint32_t *lkey, uint32_t *rkey);
+int dbl_create_cq(struct dbl *d, uint32_t cqe, struct usb4v_tbv_uresp_create_cq *tail);
+int dbl_create_qp(struct dbl *d, uint32_t type, uint32_t send_cq, uint32_t recv_cq, uint32_t *qpn);
+void dbl_connect(struct dbl *d, uint32_t a, uint32_t b);
+/* Produces n dummy completions into a CQ, as a flood from the wire would. */
+void dbl_flood_cq(struct dbl *d, uint32_t cq, uint32_t n);
+#endif

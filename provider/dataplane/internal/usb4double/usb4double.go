@@ -1,0 +1,123 @@
+package usb4double
+
+/*
+#cgo CFLAGS: -std=gnu11 -Wall -Wextra -Werror -O2 -I${SRCDIR}/../..
+#include "double.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Ways to spoil create_cq's mapped-ring offer.
+const (
+	ShmOK            = C.DBL_SHM_OK
+	ShmBadMagic      = C.DBL_SHM_BAD_MAGIC
+	ShmBadEntrySize  = C.DBL_SHM_BAD_ENTRY_SIZE
+	ShmRingOutside   = C.DBL_SHM_RING_OUTSIDE
+	ShmCqeMismatch   = C.DBL_SHM_CQE_MISMATCH
+	ShmPreOverflow   = C.DBL_SHM_PRE_OVERFLOW
+	ShmRefuseMmap    = C.DBL_SHM_REFUSE_MMAP
+	ShmNoOffer       = C.DBL_SHM_NO_OFFER
+	SizeofCreateTail = C.sizeof_struct_usb4v_tbv_uresp_create_cq
+)
+
+// Double is one fake usb4 device with its kernel state. It lives in C
+// memory; Close frees it.
+type Double struct{ d *C.struct_dbl }
+
+// New creates an empty double (DV enabled, mapped CQ ring offered).
+func New() *Double {
+	d := C.dbl_new()
+	if d == nil {
+		panic("usb4double: out of memory")
+	}
+	return &Double{d}
+}
+
+// Close frees the double. Engine objects using it must be freed first.
+func (d *Double) Close() { C.dbl_free(d.d); d.d = nil }
+
+// Sys is the struct usb4v_sys * to hand to the engine.
+func (d *Double) Sys() unsafe.Pointer { return unsafe.Pointer(&d.d.sys) }
+
+// SetShmSpoil selects how later create_cq offers are spoiled (Shm*).
+func (d *Double) SetShmSpoil(kind int) { d.d.shm_spoil = C.int(kind) }
+
+// SetDV enables or disables the DV ioctl methods (disabled: EPROTONOSUPPORT).
+func (d *Double) SetDV(on bool) { d.d.dv_enabled = cbool(on) }
+
+// SetBadGenerationResponse makes CREATE_QUEUE answer a generation that does
+// not match the doorbell page.
+func (d *Double) SetBadGenerationResponse(on bool) { d.d.dv_bad_gen_resp = cbool(on) }
+
+// StaleNextWQE makes the next drained DV WQE fail its generation check.
+func (d *Double) StaleNextWQE() { d.d.dv_stale_next = 1 }
+
+// Counters of kernel crossings.
+func (d *Double) Writes() uint64 { return uint64(d.d.writes) }
+func (d *Double) Ioctls() uint64 { return uint64(d.d.ioctls) }
+func (d *Double) Kicks() uint64  { return uint64(d.d.kicks) }
+
+// RegMR registers memory with access flags (IBV_ACCESS_*).
+func (d *Double) RegMR(addr unsafe.Pointer, length int, access uint32) (lkey, rkey uint32, err error) {
+	var l, r C.uint32_t
+	if rc := C.dbl_reg_mr(d.d, C.uint64_t(uintptr(addr)), C.uint64_t(length), C.uint32_t(access), &l, &r); rc < 0 {
+		return 0, 0, fmt.Errorf("double reg_mr: %w", unix.Errno(-rc))
+	}
+	return uint32(l), uint32(r), nil
+}
+
+// CreateCQ creates a CQ and returns its handle and create_cq's vendor
+// response tail (struct tbv_uresp_create_cq) as raw bytes.
+func (d *Double) CreateCQ(cqe uint32) (uint32, [SizeofCreateTail]byte, error) {
+	var tail C.struct_usb4v_tbv_uresp_create_cq
+	var out [SizeofCreateTail]byte
+	h := C.dbl_create_cq(d.d, C.uint32_t(cqe), &tail)
+	if h < 0 {
+		return 0, out, fmt.Errorf("double create_cq: %w", unix.Errno(-h))
+	}
+	copy(out[:], unsafe.Slice((*byte)(unsafe.Pointer(&tail)), SizeofCreateTail))
+	return uint32(h), out, nil
+}
+
+// CreateQP creates a QP and returns its handle and QP number.
+func (d *Double) CreateQP(qpType, sendCQ, recvCQ uint32) (uint32, uint32, error) {
+	var qpn C.uint32_t
+	h := C.dbl_create_qp(d.d, C.uint32_t(qpType), C.uint32_t(sendCQ), C.uint32_t(recvCQ), &qpn)
+	if h < 0 {
+		return 0, 0, fmt.Errorf("double create_qp: %w", unix.Errno(-h))
+	}
+	return uint32(h), uint32(qpn), nil
+}
+
+// Connect wires two QPs to each other.
+func (d *Double) Connect(a, b uint32) { C.dbl_connect(d.d, C.uint32_t(a), C.uint32_t(b)) }
+
+// FloodCQ produces n completions into a CQ, as a burst from the wire would.
+func (d *Double) FloodCQ(cq, n uint32) { C.dbl_flood_cq(d.d, C.uint32_t(cq), C.uint32_t(n)) }
+
+// Notifies is how many completion events the CQ has raised.
+func (d *Double) Notifies(cq uint32) uint64 { return uint64(d.d.cq[cq].notifies) }
+
+// Overflows is how many completions the CQ dropped for lack of room.
+func (d *Double) Overflows(cq uint32) uint64 { return uint64(d.d.cq[cq].overflows) }
+
+// DVQPState is the consumer.qp_state the kernel published for a DV QP.
+func (d *Double) DVQPState(qp uint32) uint32 {
+	if d.d.qp[qp].db == nil {
+		return ^uint32(0)
+	}
+	return uint32(d.d.qp[qp].db.consumer.qp_state)
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}

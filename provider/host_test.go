@@ -1,0 +1,450 @@
+package provider
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"usb4verbs/uapi"
+)
+
+var rxe = Driver{Kind: DriverRXE, ID: uapi.RDMA_DRIVER_RXE}
+
+func TestGetContextIoctlCarriesDriverID(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, rxe)
+	defer c.Close()
+	if c.NumCompVectors() != 3 {
+		t.Errorf("NumCompVectors = %d, want the 3 the kernel wrote", c.NumCompVectors())
+	}
+	if fd := c.AsyncFD(); k.openFDs[fd] != "async" {
+		t.Errorf("AsyncFD = %d, not the fd the kernel returned (%v)", fd, k.openFDs)
+	}
+	gc := k.calls[0]
+	h := gc.hdr
+	if h.ObjectId != uapi.UVERBS_OBJECT_DEVICE || h.MethodId != uapi.UVERBS_METHOD_GET_CONTEXT ||
+		h.DriverId != uapi.RDMA_DRIVER_RXE || h.NumAttrs != 2 || h.Length != 24+2*16 || h.Reserved1 != 0 || h.Reserved2 != 0 {
+		t.Errorf("GET_CONTEXT header %+v", h)
+	}
+	a := gc.attr(uapi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS)
+	if a == nil || a.Len != 4 || a.Flags&uapi.UVERBS_ATTR_F_MANDATORY != 0 || a.Data == 0 {
+		t.Errorf("NUM_COMP_VECTORS attr %v: want optional 4-byte out pointer", a)
+	}
+	if a := gc.attr(uapi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT); a == nil || a.Len != 8 {
+		t.Errorf("CORE_SUPPORT attr %v", a)
+	}
+	ac := k.calls[1]
+	if ac.hdr.ObjectId != uapi.UVERBS_OBJECT_ASYNC_EVENT || ac.hdr.MethodId != uapi.UVERBS_METHOD_ASYNC_EVENT_ALLOC || ac.hdr.DriverId != uapi.RDMA_DRIVER_RXE {
+		t.Errorf("async alloc header %+v", ac.hdr)
+	}
+}
+
+func TestDriverIDUnknownForUSB4(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, classifyDriver("rocep1s0f0", 0x0200544256524253, uapi.RDMA_DRIVER_UNKNOWN))
+	defer c.Close()
+	if c.Driver().Kind != DriverUSB4 {
+		t.Fatalf("Driver = %v", c.Driver())
+	}
+	if _, err := c.CreateCQ(CQAttr{CQE: 8}); err != nil {
+		t.Fatal(err)
+	}
+	cc := k.last()
+	if cc.hdr.DriverId != uapi.RDMA_DRIVER_UNKNOWN {
+		t.Errorf("driver id %d", cc.hdr.DriverId)
+	}
+	if cc.attr(uapi.UVERBS_ATTR_UHW_OUT) != nil || cc.attr(uapi.UVERBS_ATTR_UHW_IN) != nil {
+		t.Error("usb4 create_cq must carry no driver udata")
+	}
+}
+
+func TestCreateCQEncoding(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, rxe)
+	defer c.Close()
+	k.methods[methodKey(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_CREATE)] = func(call *fakeCall, out func(uint16) []byte, set func(uint16, uint64)) error {
+		*(*uint32)(unsafe.Pointer(&out(uapi.UVERBS_ATTR_CREATE_CQ_RESP_CQE)[0])) = 31
+		mi := (*uapi.Mminfo)(unsafe.Pointer(&out(uapi.UVERBS_ATTR_UHW_OUT)[0]))
+		mi.Offset, mi.Size = 0x3000, 8192
+		set(uapi.UVERBS_ATTR_CREATE_CQ_HANDLE, 7)
+		return nil
+	}
+	cq, err := c.CreateCQ(CQAttr{CQE: 20, CompVector: 1, UserHandle: 0xABCDEF0123})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := k.last()
+	check := func(id uint16, length uint16, data uint64, mandatory bool) {
+		t.Helper()
+		a := call.attr(id)
+		if a == nil {
+			t.Fatalf("attr %#x missing", id)
+		}
+		if a.Len != length || (data != 0 && a.Data != data) || (a.Flags&uapi.UVERBS_ATTR_F_MANDATORY != 0) != mandatory {
+			t.Errorf("attr %#x = %v, want len %d data %#x mandatory %v", id, a, length, data, mandatory)
+		}
+	}
+	check(uapi.UVERBS_ATTR_CREATE_CQ_CQE, 4, 20, true) // small PTR_IN payloads are inline
+	check(uapi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, 8, 0xABCDEF0123, true)
+	check(uapi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, 4, 1, true)
+	check(uapi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, 4, 0, true)
+	check(uapi.UVERBS_ATTR_UHW_OUT, uapi.SizeofRxeCreateCqResp, 0, true)
+	if call.attr(uapi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL) != nil {
+		t.Error("absent channel must drop the fd attribute")
+	}
+	if cq.Handle() != 7 || cq.CQE() != 31 {
+		t.Errorf("cq handle %d cqe %d, want 7/31", cq.Handle(), cq.CQE())
+	}
+	if mi, ok := cq.RxeQueue(); !ok || mi.Offset != 0x3000 || mi.Size != 8192 {
+		t.Errorf("rxe mmap info %+v %v", mi, ok)
+	}
+
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateCQ(CQAttr{CQE: 1, Channel: ch}); err != nil {
+		t.Fatal(err)
+	}
+	if a := k.last().attr(uapi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL); a == nil || int(a.Data) != ch.FD() || a.Len != 0 {
+		t.Errorf("channel attr %v, want fd %d", a, ch.FD())
+	}
+}
+
+func TestENOTTYFallsBackToWriteAndIsCached(t *testing.T) {
+	k := newFakeKernel()
+	k.ioctlErr = unix.ENOTTY
+	c := openFake(t, k, Driver{})
+	defer c.Close()
+	if c.NumCompVectors() != 5 || k.openFDs[c.AsyncFD()] != "async" {
+		t.Fatalf("write GET_CONTEXT not decoded: ncomp %d async %d", c.NumCompVectors(), c.AsyncFD())
+	}
+	w := k.calls[1].write
+	hdr := (*uapi.IbUverbsCmdHdr)(unsafe.Pointer(&w[0]))
+	if hdr.Command != uapi.IB_USER_VERBS_CMD_GET_CONTEXT || hdr.InWords != 4 || hdr.OutWords != 2 || len(w) != 16 {
+		t.Errorf("GET_CONTEXT write header %+v (len %d)", *hdr, len(w))
+	}
+	if *(*uint64)(unsafe.Pointer(&w[8])) == 0 {
+		t.Error("response pointer not set")
+	}
+	before := len(k.calls)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(k.calls) - before; got != 1 || k.last().write == nil {
+		t.Errorf("AllocPD after ENOTTY made %d calls (want one write, no ioctl)", got)
+	}
+	if err := pd.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if k.last().writeCmd != uapi.IB_USER_VERBS_CMD_DEALLOC_PD {
+		t.Errorf("PD destroy fell back to write cmd %d", k.last().writeCmd)
+	}
+
+	// Extended commands through write(): ex header with the response pointer.
+	da, err := c.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = k.last().write
+	hdr = (*uapi.IbUverbsCmdHdr)(unsafe.Pointer(&w[0]))
+	ex := (*uapi.IbUverbsExCmdHdr)(unsafe.Pointer(&w[8]))
+	if hdr.Command != uapi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE|uapi.IB_USER_VERBS_CMD_FLAG_EXTENDED ||
+		hdr.InWords != 1 || hdr.OutWords != uapi.SizeofIbUverbsExQueryDeviceResp/8 || ex.Response == 0 || ex.ProviderInWords != 0 {
+		t.Errorf("ex write headers %+v %+v", *hdr, *ex)
+	}
+	if da.NodeGUID != 0x0200544256524253 || da.MaxCQE != 4096 || da.DeviceCapFlags != 1<<40 {
+		t.Errorf("decoded device attr: guid %#x max_cqe %d caps %#x", da.NodeGUID, da.MaxCQE, da.DeviceCapFlags)
+	}
+
+	// CQ create via write, with comp channel -1 when absent.
+	cq, err := c.CreateCQ(CQAttr{CQE: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := (*uapi.IbUverbsCreateCq)(unsafe.Pointer(&k.last().write[8]))
+	if req.CompChannel != -1 || req.Cqe != 9 || req.UserHandle != cq.UserHandle() || cq.CQE() != 10 {
+		t.Errorf("write CREATE_CQ request %+v, cq cqe %d", *req, cq.CQE())
+	}
+}
+
+func TestEPROTONOSUPPORTMarksOneMethod(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, Driver{})
+	defer c.Close()
+	k.noMethod[methodKey(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_CREATE)] = true
+	for i := 0; i < 2; i++ {
+		if _, err := c.CreateCQ(CQAttr{CQE: 4}); err != nil {
+			t.Fatal(err)
+		}
+		if cmd := k.last().writeCmd; cmd != uapi.IB_USER_VERBS_CMD_CREATE_CQ || k.last().hdr.MethodId != uapi.UVERBS_METHOD_INVOKE_WRITE {
+			t.Errorf("fallback used cmd %d method %d, want CREATE_CQ via INVOKE_WRITE", cmd, k.last().hdr.MethodId)
+		}
+	}
+	if n := k.callsTo(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_CREATE); n != 1 {
+		t.Errorf("CQ_CREATE tried %d times, want once (then cached)", n)
+	}
+	// Other methods are still used.
+	if _, err := c.QueryPort(1); err != nil && !errors.Is(err, unix.EPROTONOSUPPORT) && !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Fatal(err)
+	}
+	if k.callsTo(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_QUERY_PORT) != 1 {
+		t.Error("QUERY_PORT was not tried after an unrelated method was marked")
+	}
+}
+
+func TestErrorsWrapErrnoAndNameTheVerb(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, rxe)
+	defer c.Close()
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(CQAttr{CQE: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.writeCmd[uapi.IB_USER_VERBS_CMD_MODIFY_QP] = func(in, out []byte) error { return unix.EINVAL }
+	err = qp.Modify(&QPAttr{State: uapi.IB_QPS_RTS}, uapi.IB_QP_STATE)
+	if !errors.Is(err, unix.EINVAL) || !strings.HasPrefix(err.Error(), "provider: modify qp to RTS: ") {
+		t.Errorf("modify error %q", err)
+	}
+	var raw unix.Errno
+	if !errors.As(err, &raw) || raw != unix.EINVAL {
+		t.Errorf("errors.As to unix.Errno: %v", raw)
+	}
+	if _, ok := err.(unix.Errno); ok {
+		t.Error("errno must be wrapped, not returned bare")
+	}
+
+	k.writeCmd[uapi.IB_USER_VERBS_CMD_REG_MR] = func(in, out []byte) error { return unix.ENOMEM }
+	_, err = pd.RegMR(0x1000, 4096, 0x1000, 0)
+	if !errors.Is(err, unix.ENOMEM) || !strings.Contains(err.Error(), "ulimit -l") || !strings.Contains(err.Error(), "reg mr") {
+		t.Errorf("reg mr ENOMEM: %q", err)
+	}
+	before := len(k.calls)
+	if _, err := pd.RegMR(0x1000, 0, 0, 0); !errors.Is(err, unix.EINVAL) || len(k.calls) != before {
+		t.Errorf("length 0: %v (%d syscalls)", err, len(k.calls)-before)
+	}
+
+	k.writeCmd[uapi.IB_USER_VERBS_CMD_CREATE_AH] = func(in, out []byte) error { return unix.EOPNOTSUPP }
+	_, err = pd.CreateAH(AHAttr{Port: 1})
+	if !errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("create ah EOPNOTSUPP: %v", err)
+	}
+
+	// dma-buf without the kernel method: ErrNotSupported carrying the errno.
+	_, err = pd.RegDmabufMR(0, 4096, 0, 3, 0)
+	if !errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.EPROTONOSUPPORT) {
+		t.Errorf("dmabuf without method: %v", err)
+	}
+}
+
+func TestQPEncodingAndModify(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, rxe)
+	defer c.Close()
+	pd, _ := c.AllocPD()
+	cq, _ := c.CreateCQ(CQAttr{CQE: 4})
+	var gotCap uapi.IbUverbsQpCap
+	k.methods[methodKey(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_CREATE)] = func(call *fakeCall, out func(uint16) []byte, set func(uint16, uint64)) error {
+		copy(bytesOf(&gotCap), call.attr(uapi.UVERBS_ATTR_CREATE_QP_CAP).in)
+		rc := (*uapi.IbUverbsQpCap)(unsafe.Pointer(&out(uapi.UVERBS_ATTR_CREATE_QP_RESP_CAP)[0]))
+		*rc = gotCap
+		rc.MaxSendWr = 64
+		*(*uint32)(unsafe.Pointer(&out(uapi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM)[0])) = 0x11
+		set(uapi.UVERBS_ATTR_CREATE_QP_HANDLE, 42)
+		return nil
+	}
+	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: cq, RecvCQ: cq, SigAll: true, Cap: QPCap{MaxSendWR: 10, MaxRecvWR: 3, MaxSendSGE: 2, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := k.last()
+	if a := call.attr(uapi.UVERBS_ATTR_CREATE_QP_TYPE); a == nil || a.Len != 8 || a.Data != uapi.IB_UVERBS_QPT_UD {
+		t.Errorf("type attr %v (const attrs are inline u64)", a)
+	}
+	if a := call.attr(uapi.UVERBS_ATTR_CREATE_QP_FLAGS); a == nil || a.Data != uapi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL {
+		t.Errorf("flags attr %v", a)
+	}
+	if a := call.attr(uapi.UVERBS_ATTR_CREATE_QP_PD_HANDLE); a == nil || uint32(a.Data) != pd.Handle() || a.Len != 0 {
+		t.Errorf("pd attr %v", a)
+	}
+	if a := call.attr(uapi.UVERBS_ATTR_UHW_OUT); a == nil || a.Len != uapi.SizeofRxeCreateQpResp {
+		t.Errorf("rxe uhw out %v", a)
+	}
+	if gotCap != (uapi.IbUverbsQpCap{MaxSendWr: 10, MaxRecvWr: 3, MaxSendSge: 2, MaxRecvSge: 1}) {
+		t.Errorf("cap sent %+v", gotCap)
+	}
+	if qp.QPN() != 0x11 || qp.Handle() != 42 || qp.InitAttr().Cap.MaxSendWR != 64 {
+		t.Errorf("qp %d/%#x granted %+v", qp.Handle(), qp.QPN(), qp.InitAttr().Cap)
+	}
+
+	var mod uapi.IbUverbsModifyQp
+	k.writeCmd[uapi.IB_USER_VERBS_CMD_MODIFY_QP] = func(in, out []byte) error {
+		copy(bytesOf(&mod), in)
+		return nil
+	}
+	dgid := GID{0: 0xfe, 0x80, 15: 1}
+	attr := QPAttr{State: uapi.IB_QPS_RTR, PathMTU: uapi.IB_MTU_1024, DestQPN: 0x99, RQPSN: 0xabc,
+		AH: AHAttr{IsGlobal: true, Port: 1, GRH: GlobalRoute{DGID: dgid, SGIDIndex: 3, HopLimit: 64}}}
+	mask := uint32(uapi.IB_QP_STATE | uapi.IB_QP_AV | uapi.IB_QP_PATH_MTU | uapi.IB_QP_DEST_QPN | uapi.IB_QP_RQ_PSN)
+	if err := qp.Modify(&attr, mask); err != nil {
+		t.Fatal(err)
+	}
+	if mod.QpHandle != 42 || mod.AttrMask != mask || mod.QpState != uapi.IB_QPS_RTR || mod.PathMtu != uapi.IB_MTU_1024 ||
+		mod.DestQpNum != 0x99 || mod.RqPsn != 0xabc || mod.Dest.IsGlobal != 1 || mod.Dest.Dgid != dgid ||
+		mod.Dest.SgidIndex != 3 || mod.Dest.HopLimit != 64 || mod.Dest.PortNum != 1 {
+		t.Errorf("modify request %+v", mod)
+	}
+	if k.last().hdr.MethodId != uapi.UVERBS_METHOD_INVOKE_WRITE || k.last().attr(uapi.UVERBS_ATTR_CORE_IN).Len != uapi.SizeofIbUverbsModifyQp {
+		t.Errorf("modify not sent through INVOKE_WRITE with the full core request")
+	}
+}
+
+func TestCloseDestroysInOrderAndClosesFDs(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, rxe)
+	pd, _ := c.AllocPD()
+	ch, _ := c.CreateCompChannel()
+	cq, _ := c.CreateCQ(CQAttr{CQE: 4, Channel: ch})
+	if _, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pd.CreateAH(AHAttr{Port: 1}); err == nil {
+		t.Log("fake accepted an AH") // the fake has no CREATE_AH: not an object
+	}
+	if _, err := c.MapCmdFD(0, 4096); err != nil {
+		t.Fatal(err)
+	}
+	early, err := c.MapCmdFD(4096, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UnmapCmdFD(early); err != nil || k.mapped != 1 {
+		t.Fatalf("UnmapCmdFD: %v, %d mapped", err, k.mapped)
+	}
+	if _, err := c.MapCmdFD(0, 0); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("MapCmdFD length 0: %v", err)
+	}
+	start := len(k.calls)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, call := range k.calls[start:] {
+		switch {
+		case call.write != nil:
+			order = append(order, "write")
+		case call.hdr.ObjectId == uapi.UVERBS_OBJECT_QP:
+			order = append(order, "qp")
+		case call.hdr.ObjectId == uapi.UVERBS_OBJECT_CQ:
+			order = append(order, "cq")
+		case call.hdr.ObjectId == uapi.UVERBS_OBJECT_PD:
+			order = append(order, "pd")
+		}
+	}
+	if strings.Join(order, ",") != "qp,cq,pd" {
+		t.Errorf("teardown order %v, want qp,cq,pd", order)
+	}
+	if len(k.openFDs) != 0 || k.mapped != 0 {
+		t.Errorf("after Close: open fds %v, mappings %d", k.openFDs, k.mapped)
+	}
+	if err := c.Close(); !errors.Is(err, ErrClosed) || !errors.Is(err, unix.EBADF) {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := cq.ReqNotify(false); !errors.Is(err, ErrClosed) {
+		t.Errorf("use after close: %v", err)
+	}
+	if _, err := ch.GetEvent(0); !errors.Is(err, ErrClosed) {
+		t.Errorf("GetEvent after close: %v", err)
+	}
+}
+
+func TestEventsMapToObjects(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, rxe)
+	defer c.Close()
+	pd, _ := c.AllocPD()
+	ch, _ := c.CreateCompChannel()
+	cq, _ := c.CreateCQ(CQAttr{CQE: 4, Channel: ch, UserHandle: 0x77})
+	qp, _ := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq})
+
+	k.queueEvent(ch.FD(), bytesOf(&uapi.IbUverbsCompEventDesc{CqHandle: 0x77}))
+	got, err := ch.GetEvent(time.Second)
+	if err != nil || got != cq {
+		t.Fatalf("GetEvent = %v, %v; want the cq", got, err)
+	}
+	if err := cq.AckEvents(2); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("over-ack: %v", err)
+	}
+	if err := cq.AckEvents(1); err != nil {
+		t.Error(err)
+	}
+	if _, err := ch.GetEvent(0); !errors.Is(err, unix.ETIMEDOUT) {
+		t.Errorf("empty channel: %v, want ETIMEDOUT", err)
+	}
+
+	k.queueEvent(c.AsyncFD(), bytesOf(&uapi.IbUverbsAsyncEventDesc{Element: qp.UserHandle(), EventType: uapi.IB_EVENT_QP_FATAL}))
+	k.queueEvent(c.AsyncFD(), bytesOf(&uapi.IbUverbsAsyncEventDesc{Element: 1, EventType: uapi.IB_EVENT_PORT_ERR}))
+	ev, err := c.GetAsyncEvent(time.Second)
+	if err != nil || ev.QP != qp || ev.Type != uapi.IB_EVENT_QP_FATAL {
+		t.Errorf("async event %+v, %v; want QP_FATAL on the qp", ev, err)
+	}
+	ev, err = c.GetAsyncEvent(time.Second)
+	if err != nil || ev.Port != 1 || ev.QP != nil || !strings.Contains(ev.String(), "PORT_ERR") {
+		t.Errorf("async event %v, %v; want PORT_ERR on port 1", ev, err)
+	}
+}
+
+func TestClassifyDriver(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		guid uint64
+		id   uint32
+		want DriverKind
+	}{
+		{"rxe0", 0xa4a4a4fffec152f8, uapi.RDMA_DRIVER_RXE, DriverRXE},
+		{"rocep5s0f0", 0x0200544256524253, 0, DriverUSB4},  // native, peer 0 rail 0, renamed by udev
+		{"anything", 0x0200544212345678, 0, DriverUSB4},    // other peer/rail
+		{"anything", 0x0300544200000001, 0, DriverUSB4},    // Apple backend
+		{"anything", 0x0100544200000001, 0, DriverGeneric}, // wrong top byte
+		{"anything", 0x0200544300000001, 0, DriverGeneric}, // wrong magic
+		{"usb4_rdma3", 0, 0, DriverUSB4},                   // name fallback
+		{"usb4_apple0", 0, 0, DriverUSB4},                  // name fallback
+		{"mlx5_0", 0x0200544256524253, 5, DriverUSB4},      // GUID wins over an unknown id
+		{"mlx5_0", 0x98039b0300a1b2c3, 4, DriverGeneric},
+	} {
+		if got := classifyDriver(tc.name, tc.guid, tc.id); got.Kind != tc.want || got.ID != tc.id {
+			t.Errorf("classifyDriver(%q, %#x, %d) = %v, want %v", tc.name, tc.guid, tc.id, got, tc.want)
+		}
+	}
+}
+
+func TestParseGID(t *testing.T) {
+	g, err := parseGID("0000:0000:0000:0000:0000:ffff:0a0b:0001\n")
+	if err != nil || g != (GID{10: 0xff, 11: 0xff, 12: 10, 13: 11, 14: 0, 15: 1}) {
+		t.Errorf("parseGID = %x, %v", g, err)
+	}
+	for _, bad := range []string{"", "fe80::1", "zzzz:0000:0000:0000:0000:0000:0000:0000"} {
+		if _, err := parseGID(bad); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("parseGID(%q) = %v, want EINVAL", bad, err)
+		}
+	}
+}
+
+func TestOpenUnknownDevice(t *testing.T) {
+	if _, err := openInfo(newFakeKernel(), DeviceInfo{Name: "x"}, ""); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("device without chardev: %v", err)
+	}
+}

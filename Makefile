@@ -12,12 +12,17 @@ BUILD := build
 # binaries on the host and runs them inside the VM (tests/vm).
 VM_TEST_PKGS := ./rdmanl ./provider
 
-.PHONY: all build deps lint unittest vmtest test demo bench clean
+.PHONY: all build deps lint unittest vmtest test demo bench package clean
 all: build
 
+# The provider users install, and the diagnostics CLI. Go's build cache makes
+# re-running these cheap, so they are always invoked.
 build:
 	@mkdir -p $(BUILD)
-	@echo "build: nothing to link yet beyond the Go packages"; go build ./...
+	go build ./...
+	go build -buildmode=c-shared -o $(BUILD)/libusb4_rdma.so ./cshim
+	@rm -f $(BUILD)/libusb4_rdma.h
+	go build -o $(BUILD)/ibvinfo ./cmd/ibvinfo
 
 deps:
 	@scripts/deps.sh
@@ -41,6 +46,18 @@ vmtest: deps
 
 test:
 	@scripts/test.sh
+
+# Boots the VM and shows stock tools running through libusb4_rdma on Soft-RoCE.
+demo: deps build
+	@scripts/demo.sh
+
+# deb, rpm, Arch package and tarball under build/pkg (packaging/README.md).
+package: deps build
+	@packaging/build.sh
+
+# Benchmarks: Go micro-benchmarks on the host, then ours vs librxe in one VM boot.
+bench: deps build
+	@scripts/bench.sh
 
 clean:
 	rm -rf $(BUILD)

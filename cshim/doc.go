@@ -1,0 +1,26 @@
+// Command libusb4_rdma is the libibverbs provider shared object, built with
+//
+//	go build -buildmode=c-shared -o build/libusb4_rdma.so ./cshim
+//
+// and installed as libusb4_rdma-rdmav{34,57,59,64,65}.so. It is the only
+// place in usb4verbs that knows libibverbs' private ABI.
+//
+// Loading: a C constructor (register.c) finds the libibverbs that is already
+// loaded (dlopen RTLD_NOLOAD; never a link-time dependency), probes its
+// private ABI and ops-table layout without side effects (probe.c), and
+// registers through verbs_register_driver_NN. An unknown (PABI, layout)
+// pair gets one line on stderr and no registration. Registration and
+// matching are C because the Go runtime is not up at constructor time.
+//
+// Matching (match.c, DESIGN.md decision 6): usb4 devices by masked node GUID,
+// name prefix or Thunderbolt parent; rxe devices only when opted in with
+// USB4VERBS_CLAIM_RXE=1 or "claim_rxe yes" in /etc/usb4verbs/usb4_rdma.conf
+// (USB4VERBS_CONF overrides the path).
+//
+// Contexts (context.c) are allocated by libibverbs at its own size; ops are
+// installed by slot index of the running layout from the generated
+// zopslayout.h. Control ops (verbs.c) call the Go exports in control.go,
+// which wrap usb4verbs/provider; objects handed to libibverbs are C memory.
+//
+// See README.md for the layouts, settings and what has been verified.
+package main

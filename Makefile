@@ -28,7 +28,7 @@ deps:
 	@scripts/deps.sh
 
 lint: deps
-	@test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
+	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard "*.go")); test -z "$$out" || { echo "$$out"; exit 1; }
 	go vet ./...
 	staticcheck ./...
 

@@ -22,7 +22,7 @@ if ! scripts/deps.sh; then echo "--- FAIL: deps" > "$LOGS/deps.log"; fi
 
 stage "lint (gofmt, go vet, staticcheck)"
 {
-  check lint/gofmt gofmt -l .
+  check lint/gofmt sh -c 'gofmt -l $(git ls-files -co --exclude-standard "*.go")'
   check lint/govet sh -c 'go vet ./... 2>&1 | grep -v "^#" || true'
   check lint/staticcheck sh -c "${CACHE:-.cache}/bin/staticcheck ./... 2>&1 || true"
 } | tee "$LOGS/lint.log"

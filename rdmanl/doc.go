@@ -13,4 +13,11 @@
 // results together with ErrDumpInterrupted; callers may retry.
 //
 // Protocol constants come from package uapi and are never redefined here.
+//
+// Requests go through our own codec rather than vishvananda/netlink's
+// Rdma* helpers: those parse replies without length checks, drop the
+// extended-ACK text unless a process-wide switch is set, and cannot be pointed
+// at a Handle's namespace or a test double. vishvananda/netns provides
+// NewHandleAt's namespace handles, and the real-kernel tests cross-check our
+// results against vishvananda/netlink.
 package rdmanl

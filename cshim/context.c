@@ -129,6 +129,9 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 	if (info.async_fd >= 0)
 		put_int(ibv_ctx, IBV_CONTEXT_ASYNC_FD, fcntl(info.async_fd, F_DUPFD_CLOEXEC, 0));
 	put_int(ibv_ctx, IBV_CONTEXT_NUM_COMP_VECTORS, (int)info.num_comp_vectors);
+	// Without it ibv_reg_mr strips the optional access bits (e.g. relaxed
+	// ordering): rdma-core-private-abi.md §7.1.
+	memcpy((char *)ibdev + VERBS_DEVICE_CORE_SUPPORT, &info.core_support, sizeof(info.core_support));
 
 	void *ops[OPS_BUF_SLOTS] = {0};
 	set_op(ops, USB4_OP_free_context, (void *)usb4_free_context);

@@ -54,6 +54,7 @@ func usb4goOpenContext(name *C.char, kind C.int, info *C.struct_usb4_open_info) 
 	info.cmd_fd = C.int(ctx.CmdFD())
 	info.async_fd = C.int(ctx.AsyncFD())
 	info.num_comp_vectors = C.uint32_t(ctx.NumCompVectors())
+	info.core_support = C.uint64_t(ctx.CoreSupport())
 	return 0
 }
 

@@ -76,6 +76,7 @@ enum {
 	VERBS_DEVICE_SIZE = 712,
 	VERBS_DEVICE_OPS = 664,
 	VERBS_DEVICE_SYSFS = 696,
+	VERBS_DEVICE_CORE_SUPPORT = 704,
 	IBV_DEVICE_NAME = 24, // char[64]
 	IBV_CONTEXT_SIZE = 328,
 	IBV_CONTEXT_DEVICE = 0,
@@ -245,6 +246,7 @@ struct usb4_open_info {
 	int cmd_fd;       // the Go context's command fd (we hand libibverbs a dup)
 	int async_fd;     // -1 if none
 	uint32_t num_comp_vectors;
+	uint64_t core_support; // UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT
 };
 
 // Implemented in Go (control.go, //export). Return 0 or a positive errno.

@@ -31,8 +31,9 @@ func errnoOf(err error) C.int {
 	return C.int(unix.EIO)
 }
 
-// lookup resolves a handle from C; a zero or stale handle is a caller bug
-// reported as EBADF rather than a panic.
+// lookup resolves a handle that C got from us. A zero handle or one of the
+// wrong type reports false (EBADF); C only passes handles of live objects,
+// which it frees together with the handle.
 func lookup[T any](h C.uintptr_t) (T, bool) {
 	var zero T
 	if h == 0 {

@@ -1,7 +1,7 @@
 package usb4double
 
 /*
-#cgo CFLAGS: -std=gnu11 -Wall -Wextra -Werror -O2 -I${SRCDIR}/../..
+#cgo CFLAGS: -std=gnu11 -Wall -Wextra -Werror -O2 -I${SRCDIR}/../.. -I${SRCDIR}/../../../../uapi/c
 #include "double.h"
 */
 import "C"

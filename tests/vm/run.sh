@@ -19,6 +19,7 @@ VM_TIMEOUT=${VM_TIMEOUT:-900}
 VM_EXTRA_DEBS=${VM_EXTRA_DEBS:-}
 VM_EXCLUDE_GLOB=${VM_EXCLUDE_GLOB:-}
 VM_FILES=${VM_FILES:-}
+VM_OVERLAY=${VM_OVERLAY:-}
 VM_GUEST_SCRIPT=${VM_GUEST_SCRIPT:-}
 VM_APPEND=${VM_APPEND:-}
 VM_SMP=${VM_SMP:-2}
@@ -38,6 +39,7 @@ TEST_TIMEOUT_MIN=${VM_TEST_TIMEOUT_MIN:-$(((VM_TIMEOUT - 60) / 60))}
 ((TEST_TIMEOUT_MIN >= 1)) || TEST_TIMEOUT_MIN=1
 for b in "$@"; do [[ -f $b && -x $b ]] || die "not an executable file: $b"; done
 [[ -z $VM_FILES || -d $VM_FILES ]] || die "VM_FILES is not a directory: $VM_FILES"
+[[ -z $VM_OVERLAY || -d $VM_OVERLAY ]] || die "VM_OVERLAY is not a directory: $VM_OVERLAY"
 [[ -z $VM_GUEST_SCRIPT || -f $VM_GUEST_SCRIPT ]] || die "VM_GUEST_SCRIPT is not a file: $VM_GUEST_SCRIPT"
 require_host_tools
 mkdir -p "$VMCACHE" "$BUILDDIR"

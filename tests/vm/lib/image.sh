@@ -32,6 +32,9 @@ image_build() {
     mkdir -p "$root/opt/usb4verbs"
     cp -a "$VM_FILES/." "$root/opt/usb4verbs/"
   fi
+  # VM_OVERLAY: files laid over the image root as they are (a provider .so in the
+  # providers directory, its .driver file in /etc/libibverbs.d), before /init runs.
+  [[ -n $VM_OVERLAY ]] && cp -a "$VM_OVERLAY/." "$root/"
   local script=""
   if [[ -n $VM_GUEST_SCRIPT ]]; then
     script=${VM_GUEST_SCRIPT##*/}

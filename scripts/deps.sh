@@ -14,6 +14,9 @@ for pair in qemu-system-x86_64:qemu-system-x86 xz:xz-utils zstd:zstd cpio:cpio \
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 [[ -f /usr/include/rdma/ib_user_verbs.h ]] || need+=(linux-libc-dev)
+# The real Debian 12 libibverbs: cshim's host tests load our provider into it.
+[[ -e /usr/lib/x86_64-linux-gnu/libibverbs.so.1 ]] || need+=(libibverbs1)
+command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 if ((${#need[@]})); then
   echo "deps: apt-get install ${need[*]}" >&2
   if [[ ! -e $CACHE/apt-updated ]]; then

@@ -33,7 +33,9 @@ MIRROR=${MIRROR:-$(host_mirror)}
 
 usage() { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 [[ ${1:-} == -h || ${1:-} == --help ]] && usage
-[[ $VM_TIMEOUT =~ ^[0-9]+$ ]] && ((VM_TIMEOUT >= 60)) || die "VM_TIMEOUT must be a number of seconds >= 60"
+if ! [[ $VM_TIMEOUT =~ ^[0-9]+$ ]] || ((VM_TIMEOUT < 60)); then
+  die "VM_TIMEOUT must be a number of seconds >= 60"
+fi
 # Each binary's own -test.timeout: the run's budget less a minute for boot and setup.
 TEST_TIMEOUT_MIN=${VM_TEST_TIMEOUT_MIN:-$(((VM_TIMEOUT - 60) / 60))}
 ((TEST_TIMEOUT_MIN >= 1)) || TEST_TIMEOUT_MIN=1
@@ -53,7 +55,7 @@ userland_prepare
 log "userland: $UDESC${VM_EXTRA_DEBS:+ + $VM_EXTRA_DEBS}"
 
 WORK=$(mktemp -d "$VMCACHE/work.XXXXXX")
-[[ $VM_KEEP == 1 ]] && log "keeping $WORK" || trap 'rm -rf "$WORK"' EXIT
+if [[ $VM_KEEP == 1 ]]; then log "keeping $WORK"; else trap 'rm -rf "$WORK"' EXIT; fi
 image_build "$WORK" "$@"
 flock -u "$lockfd"
 log "initramfs $(du -h "$INITRD" | cut -f1) ready after $(elapsed "$T0") s"

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # sets globals that run.sh and the other libs read
 # Boots the image under qemu and turns the serial console into results: "@@VM" marker
 # lines from the guest's /init drive a small state machine, test output between
 # BEGIN and END goes to stdout unchanged, and everything goes to the serial log.
@@ -9,6 +10,7 @@ vm_boot() {
   # idle=halt: an MWAIT-idle vCPU under TCG wakes only on its next tick (4 ms at HZ=250),
   # which made every cross-vCPU wakeup cost ~4 ms; a HLT-idle one wakes on the IPI.
   local append="console=ttyS0,115200 panic=-1 loglevel=4 idle=halt $VM_APPEND"
+  # shellcheck disable=SC2054 # the commas belong to qemu's option values
   local qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$VM_SMP" -m "$VM_MEM"
               -nodefaults -no-user-config -nographic -serial stdio -monitor none -no-reboot
               -kernel "$KIMG" -initrd "$INITRD" -append "$append")

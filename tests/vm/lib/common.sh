@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # sets globals that run.sh and the other libs read
 # Shared helpers for tests/vm/run.sh: logging, failure lines, host tool checks.
 # Progress goes to stderr with a "[vm]" prefix; stdout carries only test output and
 # go-test-style result lines, so internal/cmd/testsummary can count them.

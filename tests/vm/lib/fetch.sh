@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # sets globals that run.sh and the other libs read
 # Debian packages for the VM, fetched with apt-get into a private apt state per suite so
 # the host's apt configuration and lists are never touched. Every download lands under
 # $VMCACHE (one ignored folder): apt/<suite>/ holds lists, debs/<suite>/ the .debs.

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # sets globals that run.sh and the other libs read
 # The initramfs for one run: the staged userland, the kernel modules, /init, the test
 # binaries and the optional extras, packed as an uncompressed newc cpio (qemu loads it
 # straight into guest memory; decompressing it under TCG would only cost time).

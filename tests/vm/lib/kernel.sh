@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # sets globals that run.sh and the other libs read
 # The guest kernel: a stock Debian linux-image from KSUITE, extracted on the host, its
 # uncompressed vmlinux pulled out for a PVH boot, and the closure of the modules the
 # tests need, decompressed. All of it is cached under $VMCACHE/kernel/<package>/.
@@ -24,7 +25,7 @@ kernel_prepare() {
   kdeb=$(apt_fetch "$debdir" "$kpkg") || exit 1
   # Since 6.16 (trixie-backports, sid) linux-image-X is a meta package over
   # linux-binary-X (vmlinuz), linux-modules-X (.ko.xz) and linux-base-X (config).
-  while read -r p; do parts+=("$p"); done < <(dpkg-deb -f "$kdeb" Depends | tr ',|' '\n\n' \
+  while read -r p; do parts+=("$p"); done < <(dpkg-deb -f "$kdeb" Depends | sed 's/[|,]/\n/g' \
     | sed 's/^ *//; s/ .*//' | grep -E '^linux-(binary|modules|base)-' || true)
   local debs=("$kdeb")
   if ((${#parts[@]})); then
@@ -40,7 +41,7 @@ kernel_prepare() {
   fi
   local modbase="$KDIR/root/lib/modules"
   [[ -d $modbase ]] || modbase="$KDIR/root/usr/lib/modules"
-  KVER=$(ls "$modbase" 2>/dev/null | head -n1)
+  KVER=$(find "$modbase" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' 2>/dev/null | head -n1)
   [[ -n $KVER ]] || die "kernel: no modules directory in ${debs[*]##*/}"
   KMODROOT="$modbase/$KVER"
   local vmlinuz="$KDIR/root/boot/vmlinuz-$KVER"

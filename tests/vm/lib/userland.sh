@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # sets globals that run.sh and the other libs read
 # The guest userland: Debian packages of suite USERLAND (plus VM_EXTRA_DEBS and their
 # dependency closure) extracted into one tree, cached under $VMCACHE/stage/. Every
 # shared library in the guest comes from these packages, never from the host, so a

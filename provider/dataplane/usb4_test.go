@@ -1,0 +1,519 @@
+package dataplane
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"usb4verbs/provider/dataplane/internal/usb4double"
+)
+
+// usb4Env is two connected usb4 QPs on the kernel double, each with one CQ
+// for sends and receives, and one registered buffer per side.
+type usb4Env struct {
+	d             *usb4double.Double
+	cqA, cqB      *CQ
+	qpA, qpB      *QP
+	hcqA, hcqB    uint32
+	hqpA, hqpB    uint32
+	bufA, bufB    []byte
+	lkeyA, lkeyB  uint32
+	rkeyA, rkeyB  uint32
+	qpnA, qpnB    uint32
+	wantCQBackend string
+	wantQPBackend string
+}
+
+// The three usb4 backends the semantic list runs against.
+var usb4Modes = []string{"kcmd", "cqring", "dv"}
+
+func newUSB4Env(t *testing.T, mode string, cqe uint32) *usb4Env {
+	t.Helper()
+	e := &usb4Env{d: usb4double.New()}
+	t.Cleanup(e.close)
+	switch mode {
+	case "kcmd":
+		e.d.SetShmSpoil(usb4double.ShmNoOffer)
+		e.d.SetDV(false)
+		e.wantCQBackend, e.wantQPBackend = BackendKCmd, BackendKCmd
+	case "cqring":
+		e.d.SetDV(false)
+		e.wantCQBackend, e.wantQPBackend = BackendCQRing, BackendKCmd
+	case "dv":
+		e.wantCQBackend, e.wantQPBackend = BackendCQRing, BackendDV
+	}
+	e.cqA, e.hcqA = e.newCQ(t, cqe)
+	e.cqB, e.hcqB = e.newCQ(t, cqe)
+	e.qpA, e.hqpA, e.qpnA = e.newQP(t, e.cqA, e.hcqA)
+	e.qpB, e.hqpB, e.qpnB = e.newQP(t, e.cqB, e.hcqB)
+	e.d.Connect(e.hqpA, e.hqpB)
+	e.bufA, e.bufB = pinned(t, 1<<16), pinned(t, 1<<16)
+	var err error
+	if e.lkeyA, e.rkeyA, err = e.d.RegMR(ptr(e.bufA), len(e.bufA), accAll); err != nil {
+		t.Fatal(err)
+	}
+	if e.lkeyB, e.rkeyB, err = e.d.RegMR(ptr(e.bufB), len(e.bufB), accAll); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.cqA.Backend(); got != e.wantCQBackend {
+		t.Fatalf("cq backend %q, want %q (reason %q)", got, e.wantCQBackend, e.cqA.FallbackReason())
+	}
+	if got := e.qpA.SendBackend(); got != e.wantQPBackend {
+		t.Fatalf("qp backend %q, want %q (reason %q)", got, e.wantQPBackend, e.qpA.FallbackReason())
+	}
+	return e
+}
+
+func (e *usb4Env) newCQ(t *testing.T, cqe uint32) (*CQ, uint32) {
+	h, tail, err := e.d.CreateCQ(cqe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := NewCQ(e.d.Sys(), 3, h, cqe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq.TryMappedRing(tail[:], cqe)
+	return cq, h
+}
+
+func (e *usb4Env) newQP(t *testing.T, cq *CQ, hcq uint32) (*QP, uint32, uint32) {
+	h, qpn, err := e.d.CreateQP(QPTypeRC, hcq, hcq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC,
+		MaxSendSGE: 4, MaxRecvSGE: 1, SendCQ: cq, RecvCQ: cq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp.TryDV(0, 64, 128)
+	return qp, h, qpn
+}
+
+func (e *usb4Env) close() {
+	for _, qp := range []*QP{e.qpA, e.qpB} {
+		if qp != nil {
+			qp.Close()
+		}
+	}
+	for _, cq := range []*CQ{e.cqA, e.cqB} {
+		if cq != nil {
+			cq.Close()
+		}
+	}
+	e.d.Close()
+}
+
+func (e *usb4Env) sgeA(off, n int) SGE {
+	return SGE{Addr: addr(e.bufA) + uint64(off), Length: uint32(n), LKey: e.lkeyA}
+}
+func (e *usb4Env) sgeB(off, n int) SGE {
+	return SGE{Addr: addr(e.bufB) + uint64(off), Length: uint32(n), LKey: e.lkeyB}
+}
+
+func forEachUSB4(t *testing.T, f func(t *testing.T, e *usb4Env)) {
+	for _, m := range usb4Modes {
+		t.Run(m, func(t *testing.T) { f(t, newUSB4Env(t, m, 64)) })
+	}
+}
+
+func TestUSB4SendRecvMultiSGE(t *testing.T) {
+	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
+		fill(e.bufA[:300], 1)
+		if err := e.qpB.PostRecv([]RecvWR{{WrID: 77, SGEs: []SGE{e.sgeB(1000, 512)}}}); err != nil {
+			t.Fatal(err)
+		}
+		// Two SGEs: DV carries one, so on DV this one goes the kernel way.
+		err := e.qpA.PostSend([]SendWR{{WrID: 5, Opcode: WRSend, Flags: SendSignaled,
+			SGEs: []SGE{e.sgeA(0, 100), e.sgeA(200, 100)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := pollN(t, e.cqA, 1)[0]
+		if s.WrID != 5 || s.Status != WCSuccess || s.Opcode != WCSend || s.QPNum != e.qpnA {
+			t.Fatalf("send completion %+v", s)
+		}
+		r := pollN(t, e.cqB, 1)[0]
+		if r.WrID != 77 || r.Status != WCSuccess || r.Opcode != WCRecv || r.ByteLen != 200 || r.SrcQP != e.qpnA {
+			t.Fatalf("recv completion %+v", r)
+		}
+		want := append(append([]byte{}, e.bufA[:100]...), e.bufA[200:300]...)
+		if !bytes.Equal(e.bufB[1000:1200], want) {
+			t.Fatal("received bytes differ from the two SGEs sent")
+		}
+	})
+}
+
+func TestUSB4SendWithImmAndWrites(t *testing.T) {
+	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
+		fill(e.bufA[:4096], 9)
+		if err := e.qpB.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeB(0, 64)}}, {WrID: 2}}); err != nil {
+			t.Fatal(err)
+		}
+		err := e.qpA.PostSend([]SendWR{
+			{WrID: 10, Opcode: WRSendWithImm, Flags: SendSignaled, ImmData: be32(0xdeadbeef), SGEs: []SGE{e.sgeA(0, 64)}},
+			{WrID: 11, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(64, 1000)},
+				RemoteAddr: addr(e.bufB) + 4096, RKey: e.rkeyB},
+			// WRITE_WITH_IMM lands in the 0-SGE receive posted above.
+			{WrID: 12, Opcode: WRRDMAWriteWithImm, Flags: SendSignaled, ImmData: be32(42), SGEs: []SGE{e.sgeA(2000, 333)},
+				RemoteAddr: addr(e.bufB) + 8192, RKey: e.rkeyB},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := pollN(t, e.cqA, 3)
+		for i, want := range []struct {
+			id uint64
+			op uint32
+		}{{10, WCSend}, {11, WCRDMAWrite}, {12, WCRDMAWrite}} {
+			if s[i].WrID != want.id || s[i].Opcode != want.op || s[i].Status != WCSuccess {
+				t.Fatalf("send completion %d: %+v", i, s[i])
+			}
+		}
+		r := pollN(t, e.cqB, 2)
+		if r[0].WrID != 1 || r[0].Opcode != WCRecv || r[0].WCFlags&WCWithImm == 0 || r[0].ImmData != be32(0xdeadbeef) {
+			t.Fatalf("send-with-imm receive %+v", r[0])
+		}
+		if r[1].WrID != 2 || r[1].Opcode != WCRecvRDMAWithImm || r[1].ImmData != be32(42) || r[1].ByteLen != 333 {
+			t.Fatalf("write-with-imm receive %+v", r[1])
+		}
+		if !bytes.Equal(e.bufB[:64], e.bufA[:64]) || !bytes.Equal(e.bufB[4096:5096], e.bufA[64:1064]) ||
+			!bytes.Equal(e.bufB[8192:8192+333], e.bufA[2000:2333]) {
+			t.Fatal("bytes moved do not match")
+		}
+	})
+}
+
+func TestUSB4RDMARead(t *testing.T) {
+	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
+		fill(e.bufB[:2048], 33)
+		err := e.qpA.PostSend([]SendWR{{WrID: 3, Opcode: WRRDMARead, Flags: SendSignaled,
+			SGEs: []SGE{e.sgeA(512, 2048)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := pollN(t, e.cqA, 1)[0]
+		if s.WrID != 3 || s.Opcode != WCRDMARead || s.Status != WCSuccess || s.ByteLen != 2048 {
+			t.Fatalf("read completion %+v", s)
+		}
+		if !bytes.Equal(e.bufA[512:2560], e.bufB[:2048]) {
+			t.Fatal("read bytes differ")
+		}
+	})
+}
+
+func TestUSB4RemoteAccessError(t *testing.T) {
+	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
+		err := e.qpA.PostSend([]SendWR{{WrID: 8, Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGEs: []SGE{e.sgeA(0, 16)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB + 1000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := pollN(t, e.cqA, 1)[0]; s.WrID != 8 || s.Status != WCRemAccessErr {
+			t.Fatalf("bad rkey completion %+v", s)
+		}
+	})
+}
+
+func TestUSB4UnsignaledWithPeriodicSignaled(t *testing.T) {
+	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
+		const n = 20
+		var recvs []RecvWR
+		for i := 0; i < n; i++ {
+			recvs = append(recvs, RecvWR{WrID: uint64(100 + i), SGEs: []SGE{e.sgeB(i*64, 64)}})
+		}
+		if err := e.qpB.PostRecv(recvs); err != nil {
+			t.Fatal(err)
+		}
+		var sends []SendWR
+		for i := 0; i < n; i++ {
+			w := SendWR{WrID: uint64(i), Opcode: WRSend, SGEs: []SGE{e.sgeA(i*64, 64)}}
+			if i%5 == 4 {
+				w.Flags = SendSignaled
+			}
+			sends = append(sends, w)
+		}
+		fill(e.bufA[:n*64], 5)
+		if err := e.qpA.PostSend(sends); err != nil {
+			t.Fatal(err)
+		}
+		s := pollN(t, e.cqA, 4)
+		for i, c := range s {
+			if c.WrID != uint64(5*i+4) || c.Status != WCSuccess {
+				t.Fatalf("signaled completion %d: %+v", i, c)
+			}
+		}
+		expectEmpty(t, e.cqA)
+		r := pollN(t, e.cqB, n)
+		for i, c := range r {
+			if c.WrID != uint64(100+i) || c.ByteLen != 64 {
+				t.Fatalf("receive %d: %+v", i, c)
+			}
+		}
+		if !bytes.Equal(e.bufB[:n*64], e.bufA[:n*64]) {
+			t.Fatal("bytes differ")
+		}
+	})
+}
+
+func TestUSB4Atomics(t *testing.T) {
+	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
+		*(*uint64)(ptr(e.bufB[64:])) = 1000
+		wrs := []SendWR{
+			{WrID: 1, Opcode: WRAtomicFetchAdd, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)},
+				RemoteAddr: addr(e.bufB) + 64, RKey: e.rkeyB, CompareAdd: 5},
+			{WrID: 2, Opcode: WRAtomicCmpAndSwp, Flags: SendSignaled, SGEs: []SGE{e.sgeA(8, 8)},
+				RemoteAddr: addr(e.bufB) + 64, RKey: e.rkeyB, CompareAdd: 1005, Swap: 7},
+		}
+		err := e.qpA.PostSend(wrs)
+		if e.wantQPBackend != BackendDV {
+			// thunderbolt_ibverbs: atomics only through DV.
+			var pe *PostError
+			if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, unix.EOPNOTSUPP) {
+				t.Fatalf("atomic through kernel commands: %v, want EOPNOTSUPP at WR 0", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := pollN(t, e.cqA, 2)
+		if s[0].Opcode != WCFetchAdd || s[1].Opcode != WCCompSwap || s[0].Status != 0 || s[1].Status != 0 {
+			t.Fatalf("atomic completions %+v", s)
+		}
+		if old := *(*uint64)(ptr(e.bufA)); old != 1000 {
+			t.Fatalf("fetch-add returned %d, want 1000", old)
+		}
+		if old := *(*uint64)(ptr(e.bufA[8:])); old != 1005 {
+			t.Fatalf("cmp-swap returned %d, want 1005", old)
+		}
+		if v := *(*uint64)(ptr(e.bufB[64:])); v != 7 {
+			t.Fatalf("target is %d, want 7", v)
+		}
+	})
+}
+
+func TestUSB4RefusedWorkRequests(t *testing.T) {
+	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
+		// Inline: the kernel refuses it (tbv_prepare_send_segments).
+		err := e.qpA.PostSend([]SendWR{
+			{WrID: 1, Opcode: WRSend, SGEs: []SGE{e.sgeA(0, 8)}},
+			{WrID: 2, Opcode: WRSend, Flags: SendInline, SGEs: []SGE{e.sgeA(0, 8)}},
+		})
+		var pe *PostError
+		if !errors.As(err, &pe) || !errors.Is(err, unix.EOPNOTSUPP) || pe.Index != 1 {
+			t.Fatalf("inline send: %v, want EOPNOTSUPP at WR 1", err)
+		}
+		// Receives: one SGE at most (tbv_post_recv).
+		err = e.qpB.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeB(0, 8)}}, {WrID: 2, SGEs: []SGE{e.sgeB(0, 8), e.sgeB(8, 8)}}})
+		if !errors.As(err, &pe) || !errors.Is(err, unix.EINVAL) || pe.Index != 1 {
+			t.Fatalf("2-SGE receive: %v, want EINVAL at WR 1", err)
+		}
+		// Negative SGE count never reaches the kernel.
+		err = e.qpA.PostSend([]SendWR{{WrID: 1, Opcode: 0x7f, SGEs: nil}})
+		if err == nil {
+			t.Fatal("unknown opcode accepted")
+		}
+		if !strings.Contains(err.Error(), "post send") {
+			t.Fatalf("error does not name the verb: %v", err)
+		}
+	})
+}
+
+func TestUSB4CompletionEvent(t *testing.T) {
+	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
+		if err := e.cqB.ReqNotify(false); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.d.Notifies(e.hcqB); n != 0 {
+			t.Fatalf("event before any completion: %d", n)
+		}
+		if err := e.qpB.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeB(0, 8)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.qpA.PostSend([]SendWR{{WrID: 1, Opcode: WRSend, SGEs: []SGE{e.sgeA(0, 8)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.d.Notifies(e.hcqB); n != 1 {
+			t.Fatalf("completion events: %d, want 1", n)
+		}
+		pollN(t, e.cqB, 1)
+	})
+}
+
+// DV: completions of WRs that went the kernel way come out in posting order
+// with the DV ones.
+func TestUSB4DVMergeOrder(t *testing.T) {
+	e := newUSB4Env(t, "dv", 64)
+	if err := e.qpB.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeB(0, 64)}}, {WrID: 2, SGEs: []SGE{e.sgeB(64, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	ioctls := e.d.Ioctls()
+	err := e.qpA.PostSend([]SendWR{
+		{WrID: 1, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 16)}},                                                    // DV
+		{WrID: 2, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeA(16, 8), e.sgeA(32, 8)}},                                     // kernel
+		{WrID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB) + 512, RKey: e.rkeyB}, // DV
+		{WrID: 4, Opcode: WRRDMAWrite, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB) + 600, RKey: e.rkeyB},                      // DV, unsignaled
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.d.Kicks() == 0 || e.d.Ioctls() == ioctls {
+		t.Fatal("DV posts rang no KICK")
+	}
+	s := pollN(t, e.cqA, 3)
+	for i, c := range s {
+		if c.WrID != uint64(i+1) || c.Status != WCSuccess {
+			t.Fatalf("completion %d out of order or failed: %+v", i, s)
+		}
+	}
+	expectEmpty(t, e.cqA)
+}
+
+// ---- malformed offers and error latches ----
+
+func TestUSB4MalformedRingOffersFallBack(t *testing.T) {
+	cases := []struct {
+		name   string
+		spoil  int
+		reason string
+	}{
+		{"bad magic", usb4double.ShmBadMagic, "bad magic"},
+		{"wrong entry size", usb4double.ShmBadEntrySize, "entry size"},
+		{"ring outside mapping", usb4double.ShmRingOutside, "outside"},
+		{"cqe mismatch", usb4double.ShmCqeMismatch, "cqe"},
+		{"already overflowed", usb4double.ShmPreOverflow, "overflow"},
+		{"mmap refused", usb4double.ShmRefuseMmap, "mmap refused"},
+		{"no offer", usb4double.ShmNoOffer, "no ABI 2 offer"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := usb4double.New()
+			d.SetShmSpoil(c.spoil)
+			d.SetDV(false)
+			e := &usb4Env{d: d}
+			t.Cleanup(e.close)
+			e.cqA, e.hcqA = e.newCQ(t, 16)
+			if e.cqA.Backend() != BackendKCmd || !strings.Contains(e.cqA.FallbackReason(), c.reason) {
+				t.Fatalf("backend %q reason %q, want kernel commands and %q", e.cqA.Backend(), e.cqA.FallbackReason(), c.reason)
+			}
+			// The fallback works: a completion arrives through POLL_CQ.
+			e.cqB, e.hcqB = e.newCQ(t, 16)
+			e.qpA, e.hqpA, e.qpnA = e.newQP(t, e.cqA, e.hcqA)
+			e.qpB, e.hqpB, e.qpnB = e.newQP(t, e.cqB, e.hcqB)
+			d.Connect(e.hqpA, e.hqpB)
+			e.bufA = pinned(t, 4096)
+			e.lkeyA, e.rkeyA, _ = d.RegMR(ptr(e.bufA), 4096, accAll)
+			err := e.qpA.PostSend([]SendWR{{WrID: 9, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)},
+				RemoteAddr: addr(e.bufA) + 100, RKey: e.rkeyA}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := pollN(t, e.cqA, 1)[0]; s.WrID != 9 || s.Status != WCSuccess {
+				t.Fatalf("completion after fallback %+v", s)
+			}
+		})
+	}
+}
+
+func TestUSB4RingOverrunIsPermanentEIO(t *testing.T) {
+	e := newUSB4Env(t, "cqring", 4)
+	e.d.FloodCQ(e.hcqA, 6)
+	wc := make([]WC, 8)
+	for i := 0; i < 3; i++ {
+		if _, err := e.cqA.Poll(wc); !errors.Is(err, unix.EIO) {
+			t.Fatalf("poll %d after overrun: %v, want EIO", i, err)
+		}
+	}
+	if e.d.Overflows(e.hcqA) == 0 {
+		t.Fatal("double did not overflow")
+	}
+}
+
+func TestUSB4RingWrapsAtCQE1(t *testing.T) {
+	e := newUSB4Env(t, "cqring", 1)
+	e.d.SetShmSpoil(usb4double.ShmOK)
+	for i := 0; i < 10; i++ {
+		err := e.qpA.PostSend([]SendWR{{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := pollN(t, e.cqA, 1)[0]; s.WrID != uint64(i) {
+			t.Fatalf("round %d: %+v", i, s)
+		}
+	}
+}
+
+func TestUSB4DVFallbacks(t *testing.T) {
+	t.Run("no DV methods", func(t *testing.T) {
+		d := usb4double.New()
+		d.SetDV(false)
+		e := &usb4Env{d: d}
+		t.Cleanup(e.close)
+		e.cqA, e.hcqA = e.newCQ(t, 16)
+		e.qpA, e.hqpA, e.qpnA = e.newQP(t, e.cqA, e.hcqA)
+		if e.qpA.SendBackend() != BackendKCmd || !strings.Contains(e.qpA.FallbackReason(), "QUERY_CAPS") {
+			t.Fatalf("backend %q reason %q", e.qpA.SendBackend(), e.qpA.FallbackReason())
+		}
+	})
+	t.Run("generation mismatch", func(t *testing.T) {
+		d := usb4double.New()
+		d.SetBadGenerationResponse(true)
+		e := &usb4Env{d: d}
+		t.Cleanup(e.close)
+		e.cqA, e.hcqA = e.newCQ(t, 16)
+		e.qpA, e.hqpA, e.qpnA = e.newQP(t, e.cqA, e.hcqA)
+		if e.qpA.SendBackend() != BackendKCmd || !strings.Contains(e.qpA.FallbackReason(), "CREATE_QUEUE") {
+			t.Fatalf("backend %q reason %q", e.qpA.SendBackend(), e.qpA.FallbackReason())
+		}
+	})
+}
+
+func TestUSB4DVStaleGenerationCQE(t *testing.T) {
+	e := newUSB4Env(t, "dv", 64)
+	e.d.StaleNextWQE()
+	w := SendWR{WrID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}
+	if err := e.qpA.PostSend([]SendWR{w}); err != nil {
+		t.Fatal(err)
+	}
+	s := pollN(t, e.cqA, 1)[0]
+	if s.Status != WCGeneralErr || s.VendorErr != DVStaleGeneration {
+		t.Fatalf("stale WQE completion %+v", s)
+	}
+	// The QP stays live.
+	w.WrID = 2
+	if err := e.qpA.PostSend([]SendWR{w}); err != nil {
+		t.Fatal(err)
+	}
+	if s := pollN(t, e.cqA, 1)[0]; s.WrID != 2 || s.Status != WCSuccess {
+		t.Fatalf("after stale WQE %+v", s)
+	}
+}
+
+func TestUSB4DVQueueFullIsENOMEM(t *testing.T) {
+	e := newUSB4Env(t, "dv", 64)
+	// 64 SQ entries, DV CQ 128: more signaled writes than the SQ holds
+	// in one batch would need the kernel to drain mid-batch; the engine
+	// kicks only at the end, so the 65th must fail with ENOMEM.
+	var wrs []SendWR
+	for i := 0; i < 65; i++ {
+		wrs = append(wrs, SendWR{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB})
+	}
+	err := e.qpA.PostSend(wrs)
+	var pe *PostError
+	if !errors.As(err, &pe) || pe.Index != 64 || !errors.Is(err, unix.ENOMEM) {
+		t.Fatalf("overfull batch: %v", err)
+	}
+	s := pollN(t, e.cqA, 64)
+	for i, c := range s {
+		if c.WrID != uint64(i) {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+	}
+}

@@ -32,8 +32,9 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		return nil, verbError(verb, err)
 	}
 	ch := &CompChannel{ctx: c, fd: int(int32(resp.Fd))}
+	c.owned.add(ch.fd)
 	if err := c.cmd.sys.SetNonblock(ch.fd); err != nil {
-		_ = c.cmd.sys.Close(ch.fd)
+		_ = c.owned.close(ch.fd)
 		return nil, verbError(verb, wrapErrno(err))
 	}
 	c.track(ch)
@@ -142,5 +143,5 @@ func (ch *CompChannel) destroyRank() int { return rankCompChannel }
 
 func (ch *CompChannel) destroyLocked() error {
 	ch.destroyed = true
-	return wrapErrno(ch.ctx.cmd.sys.Close(ch.fd))
+	return ch.ctx.owned.close(ch.fd)
 }

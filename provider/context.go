@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -19,6 +20,7 @@ import (
 // the control path takes one mutex per context.
 type Context struct {
 	cmd       *cmdFD
+	owned     *ownedFDs
 	info      DeviceInfo
 	sysfsRoot string
 
@@ -74,8 +76,10 @@ func openInfo(sys sysCalls, info DeviceInfo, sysfsRoot string) (*Context, error)
 	if err != nil {
 		return nil, verbError("open device", fmt.Errorf("%s: %w", info.Chardev, wrapErrno(err)))
 	}
+	owned := &ownedFDs{sys: sys, fds: map[int]struct{}{fd: {}}}
 	c := &Context{
 		cmd:        &cmdFD{sys: sys, fd: fd, driverID: info.Driver.ID},
+		owned:      owned,
 		info:       info,
 		sysfsRoot:  sysfsRoot,
 		asyncFD:    -1,
@@ -86,10 +90,48 @@ func openInfo(sys sysCalls, info DeviceInfo, sysfsRoot string) (*Context, error)
 		maps:       make(map[*byte][]byte),
 	}
 	if err := c.getContext(); err != nil {
-		_ = sys.Close(fd)
+		owned.closeAll()
 		return nil, verbError("get context", err)
 	}
+	// Safety net for a forgotten Close: the kernel frees every object of a
+	// context when its fds are closed.
+	runtime.AddCleanup(c, (*ownedFDs).closeAll, owned)
 	return c, nil
+}
+
+// ownedFDs are the fds a context opened (command, async, completion
+// channels). Closing through it means an fd number is closed at most once,
+// even by the cleanup that runs when a context is garbage collected unclosed.
+type ownedFDs struct {
+	mu  sync.Mutex
+	sys sysCalls
+	fds map[int]struct{}
+}
+
+func (o *ownedFDs) add(fd int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.fds[fd] = struct{}{}
+}
+
+func (o *ownedFDs) close(fd int) error {
+	o.mu.Lock()
+	_, ok := o.fds[fd]
+	delete(o.fds, fd)
+	o.mu.Unlock()
+	if !ok {
+		return errClosed(fmt.Sprintf("fd %d", fd))
+	}
+	return wrapErrno(o.sys.Close(fd))
+}
+
+func (o *ownedFDs) closeAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for fd := range o.fds {
+		_ = o.sys.Close(fd)
+	}
+	clear(o.fds)
 }
 
 // getContext creates the kernel ucontext: the ioctl GET_CONTEXT plus
@@ -109,7 +151,8 @@ func (c *Context) getContext() error {
 			return err
 		}
 		c.numCompVectors = resp.NumCompVectors
-		c.asyncFD = int(resp.AsyncFd)
+		c.asyncFD = int(int32(resp.AsyncFd))
+		c.owned.add(c.asyncFD)
 		return c.cmd.sys.SetNonblock(c.asyncFD)
 	}
 	if err != nil {
@@ -128,6 +171,7 @@ func (c *Context) getContext() error {
 	}
 	fd, _ := ac.result(uapi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
 	c.asyncFD = int(int32(fd))
+	c.owned.add(c.asyncFD)
 	if err := c.cmd.sys.SetNonblock(c.asyncFD); err != nil {
 		return fmt.Errorf("async fd: %w", wrapErrno(err))
 	}
@@ -229,12 +273,12 @@ func (c *Context) Close() error {
 	}
 	c.maps = nil
 	if c.asyncFD >= 0 {
-		if err := c.cmd.sys.Close(c.asyncFD); err != nil {
+		if err := c.owned.close(c.asyncFD); err != nil {
 			errs = append(errs, fmt.Errorf("close async fd: %w", wrapErrno(err)))
 		}
 		c.asyncFD = -1
 	}
-	if err := c.cmd.sys.Close(c.cmd.fd); err != nil {
+	if err := c.owned.close(c.cmd.fd); err != nil {
 		errs = append(errs, fmt.Errorf("close command fd: %w", wrapErrno(err)))
 	}
 	c.cmd.fd = -1
@@ -606,6 +650,9 @@ func (c *Context) GIDTable(port uint8) ([]GIDEntry, error) {
 	if max == 0 {
 		return nil, nil
 	}
+	// An attribute carries at most 65535 bytes; a larger table would need
+	// a kernel answer we cannot receive in one call (EINVAL below).
+	max = min(max, 0xFFFF/uapi.SizeofIbUverbsGidEntry)
 	entries := make([]uapi.IbUverbsGidEntry, max)
 	var n uint64
 	ic := newIoctl(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_QUERY_GID_TABLE).

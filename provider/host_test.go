@@ -2,6 +2,7 @@ package provider
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -447,4 +448,43 @@ func TestOpenUnknownDevice(t *testing.T) {
 	if _, err := openInfo(newFakeKernel(), DeviceInfo{Name: "x"}, ""); !errors.Is(err, unix.ENODEV) {
 		t.Errorf("device without chardev: %v", err)
 	}
+}
+
+func TestOversizedAttributeRejectedBeforeTheKernel(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, Driver{})
+	defer c.Close()
+	before := len(k.calls)
+	ic := newIoctl(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_QUERY_GID_TABLE).out(1, make([]byte, 70000))
+	if err := c.cmd.ioctl(ic); !errors.Is(err, unix.EINVAL) || len(k.calls) != before {
+		t.Errorf("70000-byte attribute: %v after %d syscalls", err, len(k.calls)-before)
+	}
+}
+
+func TestForgottenCloseIsRepairedByTheGC(t *testing.T) {
+	k := newFakeKernel()
+	func() {
+		c := openFake(t, k, rxe)
+		if _, err := c.CreateCompChannel(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	k.mu.Lock()
+	open := len(k.openFDs)
+	k.mu.Unlock()
+	if open != 3 {
+		t.Fatalf("%d fds open, want cmd+async+channel", open)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+		k.mu.Lock()
+		open = len(k.openFDs)
+		k.mu.Unlock()
+		if open == 0 {
+			return
+		}
+	}
+	t.Errorf("%d fds still open after the context became unreachable", open)
 }

@@ -25,10 +25,19 @@ type ioctlCmd struct {
 	method uint32
 	attrs  []uapi.IbUverbsAttr
 	bufs   [][]byte // memory referenced by pointer attributes
+	err    error    // first encoding error (a payload longer than the u16 len)
 }
 
 func newIoctl(object uint16, method uint32) *ioctlCmd {
 	return &ioctlCmd{object: object, method: method}
+}
+
+// attrLen checks that n fits struct ib_uverbs_attr's u16 len.
+func (c *ioctlCmd) attrLen(id uint16, n int) uint16 {
+	if n > 0xFFFF && c.err == nil {
+		c.err = errInvalid("attribute %#x: %d bytes exceed the 65535 an attribute can carry", id, n)
+	}
+	return uint16(n)
 }
 
 func (c *ioctlCmd) add(id uint16, length uint16, data uint64) {
@@ -59,7 +68,7 @@ func (c *ioctlCmd) in(id uint16, b []byte) *ioctlCmd {
 		return c
 	}
 	c.bufs = append(c.bufs, b)
-	c.add(id, uint16(len(b)), uint64(uintptr(unsafe.Pointer(&b[0]))))
+	c.add(id, c.attrLen(id, len(b)), uint64(uintptr(unsafe.Pointer(&b[0]))))
 	return c
 }
 
@@ -84,7 +93,7 @@ func (c *ioctlCmd) out(id uint16, b []byte) *ioctlCmd {
 		return c
 	}
 	c.bufs = append(c.bufs, b)
-	c.add(id, uint16(len(b)), uint64(uintptr(unsafe.Pointer(&b[0]))))
+	c.add(id, c.attrLen(id, len(b)), uint64(uintptr(unsafe.Pointer(&b[0]))))
 	return c
 }
 
@@ -184,6 +193,9 @@ func (f *cmdFD) markUnsupported(object uint16, method uint32, all bool) {
 // kernel lacks the framework (ENOTTY) or the method (EPROTONOSUPPORT) and
 // caches that answer; any other errno is returned wrapped and not cached.
 func (f *cmdFD) ioctl(c *ioctlCmd) error {
+	if c.err != nil {
+		return c.err
+	}
 	if !f.known(c.object, c.method) {
 		return unsupportedIoctl{unix.EPROTONOSUPPORT}
 	}

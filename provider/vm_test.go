@@ -366,8 +366,30 @@ func TestVMBadInput(t *testing.T) {
 	if _, err := Open("no_such_rdma_dev"); !errors.Is(err, unix.ENODEV) {
 		t.Errorf("Open(unknown) = %v, want ENODEV", err)
 	}
+	// The kernel checks the ioctl header's driver id: a wrong one fails.
+	info, err := systemLookup{}.byName(d0.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds0 := ourFDs(t)
+	info.Driver.ID = uapi.RDMA_DRIVER_UNKNOWN
+	if _, err := openInfo(realSys{}, info, ""); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("GET_CONTEXT with driver id UNKNOWN on rxe: %v, want EINVAL", err)
+	}
+	if n := ourFDs(t); n != fds0 {
+		t.Errorf("failed open left %d fds (had %d)", n, fds0)
+	}
 	c := mustOpen(t, d0.name)
 	defer c.Close()
+	if g, err := c.QueryGID(1, 1000); err != nil || g != (GID{}) {
+		t.Errorf("empty GID entry = %x, %v; want the zero GID", g, err)
+	}
+	if _, err := c.QueryGIDEntry(1, 1000); !errors.Is(err, unix.ENODATA) {
+		t.Errorf("empty GID entry: %v, want ENODATA", err)
+	}
+	if _, err := c.QueryGID(1, 5000); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("GID index beyond the table: %v, want EINVAL", err)
+	}
 	for _, p := range []uint8{0, 2} {
 		_, err := c.QueryPort(p)
 		if !errors.Is(err, unix.EINVAL) {

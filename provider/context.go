@@ -89,6 +89,9 @@ func openInfo(sys sysCalls, info DeviceInfo, sysfsRoot string) (*Context, error)
 		nextHandle: 1 << 63, // above any user-space address cshim may pass
 		maps:       make(map[*byte][]byte),
 	}
+	if info.FromSysfs && info.Driver.ID == uapi.RDMA_DRIVER_UNKNOWN {
+		c.probeDriverID()
+	}
 	if err := c.getContext(); err != nil {
 		owned.closeAll()
 		return nil, verbError("get context", err)
@@ -132,6 +135,33 @@ func (o *ownedFDs) closeAll() {
 		_ = o.sys.Close(fd)
 	}
 	clear(o.fds)
+}
+
+// probeDriverID finds the kernel's driver id when the device was found
+// through sysfs, which does not show it. The uverbs core rejects an ioctl
+// whose header carries another driver's id with EINVAL before it looks at
+// the method (linux:drivers/infiniband/core/uverbs_ioctl.c), and
+// UVERBS_METHOD_INFO_HANDLES has no side effects and needs no context, so
+// the ids are tried in turn. Without the ioctl framework the id is moot.
+func (c *Context) probeDriverID() {
+	for id := uint32(0); id < 64; id++ {
+		c.cmd.driverID = id
+		var total uint32
+		var list [1]uint32
+		ic := newIoctl(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_INFO_HANDLES).
+			constIn(uapi.UVERBS_ATTR_INFO_OBJECT_ID, uapi.UVERBS_OBJECT_PD).
+			out(uapi.UVERBS_ATTR_INFO_TOTAL_HANDLES, bytesOf(&total)).
+			out(uapi.UVERBS_ATTR_INFO_HANDLES_LIST, bytesOf(&list))
+		err := c.cmd.ioctl(ic)
+		if err == nil {
+			c.info.Driver = classifyDriver(c.info.Name, c.info.NodeGUID, id)
+			return
+		}
+		if !errors.Is(err, unix.EINVAL) {
+			break // no ioctl framework or no INFO_HANDLES: keep UNKNOWN
+		}
+	}
+	c.cmd.driverID = uapi.RDMA_DRIVER_UNKNOWN
 }
 
 // getContext creates the kernel ucontext: the ioctl GET_CONTEXT plus

@@ -103,9 +103,19 @@ func (l systemLookup) byName(name string) (DeviceInfo, error) {
 		return DeviceInfo{}, fmt.Errorf("device %q: %w", name, errno{unix.ENODEV})
 	}
 	// Netlink unavailable (old kernel, seccomp, ...): scan sysfs.
-	devs, serr := rdmanl.SysfsDevices(l.sysfsRoot)
-	if serr != nil {
+	info, serr := l.bySysfs(name)
+	if serr != nil && !errors.Is(serr, unix.ENODEV) {
 		return DeviceInfo{}, fmt.Errorf("device %q: netlink: %v; sysfs: %w", name, err, serr)
+	}
+	return info, serr
+}
+
+// bySysfs finds name the way libibverbs' sysfs scan does. Sysfs does not
+// show the driver id; Open probes it (probeDriverID).
+func (l systemLookup) bySysfs(name string) (DeviceInfo, error) {
+	devs, err := rdmanl.SysfsDevices(l.sysfsRoot)
+	if err != nil {
+		return DeviceInfo{}, err
 	}
 	for _, d := range devs {
 		if d.Name != name {

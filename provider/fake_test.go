@@ -46,7 +46,9 @@ type fakeKernel struct {
 	methods  map[uint64]ioctlHandler               // by methodKey(object, method)
 	writeCmd map[uint32]func(in, out []byte) error // INVOKE_WRITE and write() bodies
 	ioctlErr unix.Errno                            // if set, every ioctl fails with it
-	noMethod map[uint64]bool                       // EPROTONOSUPPORT for these
+	checkID  bool                                  // reject headers whose driver id is not wantID, as the kernel does
+	wantID   uint32
+	noMethod map[uint64]bool // EPROTONOSUPPORT for these
 	nextFD   int
 	openFDs  map[int]string
 	events   map[int][][]byte // fd -> queued event records
@@ -83,6 +85,7 @@ func newFakeKernel() *fakeKernel {
 		}
 		return k.runWrite(cmd, in, out(uapi.UVERBS_ATTR_CORE_OUT))
 	}
+	k.methods[methodKey(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_INFO_HANDLES)] = func(*fakeCall, func(uint16) []byte, func(uint16, uint64)) error { return nil }
 	// Object creation and destruction methods: hand out handles.
 	for _, m := range []struct {
 		obj    uint16
@@ -234,6 +237,9 @@ func (k *fakeKernel) Ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
 	k.calls = append(k.calls, call)
 	if k.ioctlErr != 0 {
 		return k.ioctlErr
+	}
+	if k.checkID && hdr.DriverId != k.wantID {
+		return unix.EINVAL
 	}
 	key := methodKey(hdr.ObjectId, uint32(hdr.MethodId))
 	h := k.methods[key]

@@ -488,3 +488,29 @@ func TestForgottenCloseIsRepairedByTheGC(t *testing.T) {
 	}
 	t.Errorf("%d fds still open after the context became unreachable", open)
 }
+
+func TestSysfsDeviceDriverIDIsProbed(t *testing.T) {
+	k := newFakeKernel()
+	k.checkID, k.wantID = true, uapi.RDMA_DRIVER_RXE
+	c, err := openInfo(k, DeviceInfo{Name: "rxe0", Chardev: "/dev/infiniband/uverbs0", FromSysfs: true}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Driver() != rxe {
+		t.Errorf("Driver() = %+v, want probed rxe", c.Driver())
+	}
+	if _, err := c.AllocPD(); err != nil {
+		t.Fatal(err)
+	}
+	if h := k.last().hdr; h.DriverId != uapi.RDMA_DRIVER_RXE {
+		t.Errorf("later ioctls carry driver id %d", h.DriverId)
+	}
+	// A netlink-resolved device is trusted and not probed.
+	k2 := newFakeKernel()
+	c2 := openFake(t, k2, rxe)
+	defer c2.Close()
+	if k2.callsTo(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_INFO_HANDLES) != 0 {
+		t.Error("probed although the driver id was known")
+	}
+}

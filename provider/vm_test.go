@@ -169,6 +169,41 @@ func TestVMDevicesAndQueries(t *testing.T) {
 	}
 }
 
+// TestVMSysfsFallback opens a device found the way libibverbs finds it
+// without netlink; sysfs has no driver id, so Open must probe it.
+func TestVMSysfsFallback(t *testing.T) {
+	d0, _ := vmDevs(t)
+	nl, err := (systemLookup{}).byName(d0.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, err := (systemLookup{}).bySysfs(d0.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sf.FromSysfs || sf.Chardev != nl.Chardev || sf.NodeGUID != nl.NodeGUID || sf.Driver.ID != 0 {
+		t.Errorf("sysfs info %+v vs netlink %+v", sf, nl)
+	}
+	c, err := openInfo(realSys{}, sf, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Driver().Kind != DriverRXE || c.Driver().ID != uapi.RDMA_DRIVER_RXE {
+		t.Errorf("probed driver %+v, want rxe", c.Driver())
+	}
+	cq, err := c.CreateCQ(CQAttr{CQE: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cq.RxeQueue(); !ok {
+		t.Error("rxe driver data not passed after the probe")
+	}
+	if _, err := (systemLookup{}).bySysfs("no_such_rdma_dev"); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("unknown device via sysfs: %v", err)
+	}
+}
+
 func TestVMObjectLifecycle(t *testing.T) {
 	d0, _ := vmDevs(t)
 	fds0, maps0 := ourFDs(t), ourMaps(t)

@@ -1,0 +1,88 @@
+package dataplane
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include "engine.h"
+*/
+import "C"
+
+import "unsafe"
+
+// These wrap single engine decoders so they can be fuzzed and unit-tested
+// from Go; the data path itself never goes through them.
+
+// decodeUverbsWC converts one struct ib_uverbs_wc (48 bytes) to a WC.
+func decodeUverbsWC(b []byte) (WC, bool) {
+	var in C.struct_usb4v_ib_uverbs_wc
+	if len(b) < C.sizeof_struct_usb4v_ib_uverbs_wc {
+		return WC{}, false
+	}
+	C.memcpy(unsafe.Pointer(&in), unsafe.Pointer(&b[0]), C.sizeof_struct_usb4v_ib_uverbs_wc)
+	var out WC
+	C.usb4v_uwc_to_ibv(&in, (*C.struct_usb4v_ibv_wc)(unsafe.Pointer(&out)))
+	return out, true
+}
+
+// validateRingHeader runs the mapped CQ ring's header check on raw bytes:
+// hdr is the mapped page (at least 192 bytes), tail the create_cq response
+// tail (32 bytes).
+func validateRingHeader(hdr, tail []byte, requested uint32, mapped int) (bool, string) {
+	if len(hdr) < C.sizeof_struct_usb4v_tbv_cq_shm || len(tail) < SizeofCreateCQTail || mapped < 0 {
+		return false, "short input"
+	}
+	h := (*C.struct_usb4v_tbv_cq_shm)(C.malloc(C.sizeof_struct_usb4v_tbv_cq_shm))
+	defer C.free(unsafe.Pointer(h))
+	C.memcpy(unsafe.Pointer(h), unsafe.Pointer(&hdr[0]), C.sizeof_struct_usb4v_tbv_cq_shm)
+	var t C.struct_usb4v_tbv_uresp_create_cq
+	C.memcpy(unsafe.Pointer(&t), unsafe.Pointer(&tail[0]), SizeofCreateCQTail)
+	var why *C.char
+	ok := C.usb4v_shm_validate(h, &t, C.uint32_t(requested), C.size_t(mapped), &why) == 1
+	if why != nil {
+		return ok, C.GoString(why)
+	}
+	return ok, ""
+}
+
+// decodeDVCQE converts one DV CQE (64 bytes) to a WC.
+func decodeDVCQE(b []byte, qpNum uint32) (WC, bool) {
+	if len(b) < 64 {
+		return WC{}, false
+	}
+	c := (*C.struct_usb4v_usb4_rdma_dv_cqe)(C.aligned_alloc(64, 64))
+	defer C.free(unsafe.Pointer(c))
+	C.memcpy(unsafe.Pointer(c), unsafe.Pointer(&b[0]), 64)
+	var out WC
+	C.usb4v_dv_cqe_to_ibv(c, C.uint32_t(qpNum), (*C.struct_usb4v_ibv_wc)(unsafe.Pointer(&out)))
+	return out, true
+}
+
+// encodeDVWQE encodes one send WR as a DV WQE; rc is 0, EOPNOTSUPP (kernel
+// path) or EINVAL.
+func encodeDVWQE(w SendWR, caps uint32, gen uint8) (wqe [64]byte, rc int) {
+	cw := (*C.struct_usb4v_ibv_send_wr)(C.calloc(1, C.sizeof_struct_usb4v_ibv_send_wr))
+	defer C.free(unsafe.Pointer(cw))
+	var sges *C.struct_usb4v_ibv_sge
+	if len(w.SGEs) > 0 {
+		sges = (*C.struct_usb4v_ibv_sge)(C.calloc(C.size_t(len(w.SGEs)), C.sizeof_struct_usb4v_ibv_sge))
+		defer C.free(unsafe.Pointer(sges))
+		s := unsafe.Slice(sges, len(w.SGEs))
+		for i, g := range w.SGEs {
+			s[i] = C.struct_usb4v_ibv_sge{addr: C.uint64_t(g.Addr), length: C.uint32_t(g.Length), lkey: C.uint32_t(g.LKey)}
+		}
+	}
+	cw.wr_id = C.uint64_t(w.WrID)
+	cw.opcode = C.uint32_t(w.Opcode)
+	cw.send_flags = C.uint32_t(w.Flags)
+	cw.imm_data = C.uint32_t(w.ImmData)
+	cw.num_sge = C.int(len(w.SGEs))
+	cw.sg_list = sges
+	u := (*[4]uint64)(unsafe.Pointer(&cw.wr))
+	u[0], u[1], u[2] = w.RemoteAddr, w.CompareAdd, w.Swap
+	*(*uint32)(unsafe.Pointer(&u[3])) = w.RKey
+	out := (*C.struct_usb4v_usb4_rdma_dv_wqe)(C.aligned_alloc(64, 64))
+	defer C.free(unsafe.Pointer(out))
+	rc = int(C.usb4v_dv_encode_wqe(cw, C.uint32_t(caps), C.uint8_t(gen), out))
+	C.memcpy(unsafe.Pointer(&wqe[0]), unsafe.Pointer(out), 64)
+	return wqe, rc
+}

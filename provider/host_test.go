@@ -514,3 +514,83 @@ func TestSysfsDeviceDriverIDIsProbed(t *testing.T) {
 		t.Error("probed although the driver id was known")
 	}
 }
+
+func FuzzParseGID(f *testing.F) {
+	f.Add("fe80:0000:0000:0000:a4a4:a4ff:fec1:52f8")
+	f.Add("0000:0000:0000:0000:0000:ffff:0a0b:0001\n")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		g, err := parseGID(s)
+		if err != nil {
+			if !errors.Is(err, unix.EINVAL) {
+				t.Fatalf("parseGID(%q): %v is not EINVAL", s, err)
+			}
+			return
+		}
+		// Whatever parsed must print back to a string that parses the same.
+		var b strings.Builder
+		for i := 0; i < 16; i += 2 {
+			if i > 0 {
+				b.WriteByte(':')
+			}
+			b.WriteString(strings.ToLower(strings.TrimSpace(fmtHex(g[i], g[i+1]))))
+		}
+		if g2, err := parseGID(b.String()); err != nil || g2 != g {
+			t.Fatalf("round trip of %q: %x -> %q -> %x, %v", s, g, b.String(), g2, err)
+		}
+	})
+}
+
+func fmtHex(hi, lo byte) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[hi>>4], digits[hi&15], digits[lo>>4], digits[lo&15]})
+}
+
+func TestConcurrentObjectsOnOneContext(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, rxe)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for i := 0; i < 50; i++ {
+				cq, err := c.CreateCQ(CQAttr{CQE: 4})
+				if err != nil {
+					errs <- err
+					return
+				}
+				qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := qp.Destroy(); err != nil {
+					errs <- err
+					return
+				}
+				if err := cq.Destroy(); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.Lock()
+	left, cqs, qps := len(c.objects), len(c.cqs), len(c.qps)
+	c.mu.Unlock()
+	if left != 1 || cqs != 0 || qps != 0 {
+		t.Errorf("after create/destroy storms: %d tracked objects (want the PD), %d cqs, %d qps", left, cqs, qps)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,7 +6,6 @@ package dataplane
 #include <stdlib.h>
 #include <string.h>
 #include "engine.h"
-int usb4v_bench_post_poll(struct usb4v_qp *qp, struct usb4v_cq *cq, struct usb4v_ibv_send_wr *wr, long n);
 */
 import "C"
 

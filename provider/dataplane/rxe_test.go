@@ -20,7 +20,13 @@ type rxeEnv struct {
 	qp *QP
 }
 
+func newRxeEnvTB(t testing.TB) *rxeEnv { return newRxeEnvType(t, QPTypeRC, false) }
+
 func newRxeEnv(t *testing.T, qpType uint32, sqSigAll bool) *rxeEnv {
+	return newRxeEnvType(t, qpType, sqSigAll)
+}
+
+func newRxeEnvType(t testing.TB, qpType uint32, sqSigAll bool) *rxeEnv {
 	t.Helper()
 	f := usb4double.NewRxeFake(8, 9, 8, 7, 4)
 	e := &rxeEnv{f: f}

@@ -30,7 +30,9 @@ type usb4Env struct {
 // The three usb4 backends the semantic list runs against.
 var usb4Modes = []string{"kcmd", "cqring", "dv"}
 
-func newUSB4Env(t *testing.T, mode string, cqe uint32) *usb4Env {
+func newUSB4Env(t *testing.T, mode string, cqe uint32) *usb4Env { return newUSB4EnvTB(t, mode, cqe) }
+
+func newUSB4EnvTB(t testing.TB, mode string, cqe uint32) *usb4Env {
 	t.Helper()
 	e := &usb4Env{d: usb4double.New()}
 	t.Cleanup(e.close)
@@ -67,7 +69,7 @@ func newUSB4Env(t *testing.T, mode string, cqe uint32) *usb4Env {
 	return e
 }
 
-func (e *usb4Env) newCQ(t *testing.T, cqe uint32) (*CQ, uint32) {
+func (e *usb4Env) newCQ(t testing.TB, cqe uint32) (*CQ, uint32) {
 	h, tail, err := e.d.CreateCQ(cqe)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +82,7 @@ func (e *usb4Env) newCQ(t *testing.T, cqe uint32) (*CQ, uint32) {
 	return cq, h
 }
 
-func (e *usb4Env) newQP(t *testing.T, cq *CQ, hcq uint32) (*QP, uint32, uint32) {
+func (e *usb4Env) newQP(t testing.TB, cq *CQ, hcq uint32) (*QP, uint32, uint32) {
 	h, qpn, err := e.d.CreateQP(QPTypeRC, hcq, hcq)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,40 @@
+package dataplane
+
+/*
+#include "engine.h"
+int usb4v_bench_post_poll(struct usb4v_qp *qp, struct usb4v_cq *cq, struct usb4v_ibv_send_wr *wr, long n);
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// postPollLoopC runs n post_send+poll_cq pairs of one signaled WR inside a
+// single C call: the engine's cost without cgo crossings (the benchmarks'
+// baseline).
+func (qp *QP) postPollLoopC(cq *CQ, w SendWR, n int) error {
+	qp.send.mu.Lock()
+	defer qp.send.mu.Unlock()
+	first := qp.send.grow(C.sizeof_struct_usb4v_ibv_send_wr, len(w.SGEs))
+	c := (*C.struct_usb4v_ibv_send_wr)(first)
+	*c = C.struct_usb4v_ibv_send_wr{wr_id: C.uint64_t(w.WrID), opcode: C.uint32_t(w.Opcode),
+		send_flags: C.uint32_t(w.Flags | SendSignaled), num_sge: C.int(len(w.SGEs))}
+	if len(w.SGEs) > 0 {
+		s := unsafe.Slice((*C.struct_usb4v_ibv_sge)(qp.send.sges), len(w.SGEs))
+		for i, g := range w.SGEs {
+			s[i] = C.struct_usb4v_ibv_sge{addr: C.uint64_t(g.Addr), length: C.uint32_t(g.Length), lkey: C.uint32_t(g.LKey)}
+		}
+		c.sg_list = &s[0]
+	}
+	u := unsafe.Pointer(&c.wr)
+	*(*uint64)(u) = w.RemoteAddr
+	*(*uint32)(unsafe.Add(u, 8)) = w.RKey
+	if rc := C.usb4v_bench_post_poll(qp.c, cq.c, c, C.long(n)); rc != 0 {
+		return fmt.Errorf("post+poll loop: %w", unix.Errno(rc))
+	}
+	return nil
+}

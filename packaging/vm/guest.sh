@@ -1,0 +1,88 @@
+#!/bin/sh
+# Guest half of packaging/vmtest.sh (runs as root inside tests/vm's VM, busybox sh or
+# dash): installs the usb4verbs .deb from /opt/usb4verbs with dpkg, checks what it put
+# where, asks the stock ibv_devices/ibv_devinfo (librxe is not in the image, so only
+# our provider can serve rxe0/rxe1), then purges the package. One go-test-style line
+# per step: "--- PASS: pkg/<suite>/<step>". Exit status: install and remove only; the
+# device steps depend on how far the provider is and are reported, not enforced.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+suite=${USB4VERBS_USERLAND:-unknown}
+provdir=/usr/lib/x86_64-linux-gnu/libibverbs
+driver=/etc/libibverbs.d/usb4_rdma.driver
+hard=0
+
+pass() { echo "--- PASS: pkg/$suite/$1"; }
+# fail STEP DETAIL [soft]: a FAIL line; install/remove failures also fail the script.
+fail() { echo "--- FAIL: pkg/$suite/$1 ($2)"; [ "${3:-}" = soft ] || hard=1; }
+section() { echo "=== $*"; }
+
+deb=$(ls /opt/usb4verbs/usb4verbs_*.deb 2>/dev/null | head -n1)
+[ -n "$deb" ] || { fail install "no usb4verbs_*.deb in /opt/usb4verbs"; exit 1; }
+
+# The image is extracted debs without dpkg's database. Record, from the files that are
+# really there, the two packages our Depends names, so dpkg checks them for real.
+libc=$(ls /usr/lib/x86_64-linux-gnu/libc.so.6 2>/dev/null)
+libc_ver=$("$libc" 2>/dev/null | sed -n '1s/.*(Debian GLIBC \([^)]*\)).*/\1/p')
+ibv_real=$(readlink -f /usr/lib/x86_64-linux-gnu/libibverbs.so.1 2>/dev/null)
+ibv_ver=$(echo "${ibv_real##*/}" | sed -n 's/^libibverbs\.so\.1\.[0-9]*\.\([0-9]*\.[0-9]*\)$/\1/p')
+section "userland $suite: glibc ${libc_ver:-?}, libibverbs ${ibv_real##*/} (rdma-core ${ibv_ver:-?})"
+[ -n "$libc_ver" ] && [ -n "$ibv_ver" ] || { fail install "cannot tell the libc6/libibverbs1 versions in the image"; exit 1; }
+mkdir -p /var/lib/dpkg/info /var/lib/dpkg/updates /var/lib/dpkg/triggers /var/lib/dpkg/alternatives
+: > /var/lib/dpkg/available
+for p in "libc6 $libc_ver" "libibverbs1 $ibv_ver"; do
+  set -- $p
+  printf 'Package: %s\nStatus: install ok installed\nPriority: optional\nArchitecture: amd64\nMulti-Arch: same\nMaintainer: seeded by packaging/vm/guest.sh\nVersion: %s\nDescription: seeded from the extracted image\n\n' "$1" "$2"
+done > /var/lib/dpkg/status
+
+# --- install
+section "dpkg -i ${deb##*/}"
+if dpkg -i "$deb"; then
+  st=$(dpkg-query -W -f '${Status} ${Version}' usb4verbs 2>&1)
+  echo "dpkg-query: $st"
+  case $st in "install ok installed "*) ;; *) fail install "dpkg-query says: $st" ;; esac
+else
+  fail install "dpkg -i exit $?"
+fi
+ls -l "$provdir"/libusb4_rdma* "$driver" /usr/bin/ibvinfo
+real=$(ls "$provdir"/libusb4_rdma.so.* 2>/dev/null | head -n1)
+bad=""
+[ -f "$real" ] && [ ! -L "$real" ] || bad="$bad no-real-file"
+for n in 34 57 59 64 65; do
+  l=$provdir/libusb4_rdma-rdmav$n.so
+  [ -L "$l" ] && [ "$(readlink -f "$l")" = "$real" ] || bad="$bad rdmav$n"
+done
+[ "$(cat "$driver" 2>/dev/null)" = "driver usb4_rdma" ] || bad="$bad driver-file"
+[ -x /usr/bin/ibvinfo ] || bad="$bad ibvinfo"
+if [ -z "$bad" ]; then pass install; else fail install "wrong or missing:$bad"; fi
+
+# --- devices through stock libibverbs (librxe excluded from the image)
+ls "$provdir"/librxe* 2>/dev/null && fail devices "librxe is in the image; the check would prove nothing" soft
+export USB4VERBS_CLAIM_RXE=1 IBV_SHOW_WARNINGS=1
+section "ibv_devices"
+out=$(USB4VERBS_DEBUG=1 ibv_devices 2>&1); rc=$?
+echo "$out"
+if [ $rc = 0 ] && echo "$out" | grep -qw rxe0 && echo "$out" | grep -qw rxe1; then
+  pass devices
+else
+  fail devices "ibv_devices exit $rc, rxe0 and rxe1 not both listed" soft
+fi
+section "ibv_devinfo -v"
+out=$(timeout 60 ibv_devinfo -v 2>&1); rc=$?
+echo "$out"
+if [ $rc = 0 ] && echo "$out" | grep -q 'hca_id:[[:space:]]*rxe0' && echo "$out" | grep -q 'hca_id:[[:space:]]*rxe1' \
+   && echo "$out" | grep -q PORT_ACTIVE; then
+  pass devinfo
+else
+  fail devinfo "ibv_devinfo exit $rc, or rxe0/rxe1 with an active port missing" soft
+fi
+section "ibvinfo"
+timeout 60 /usr/bin/ibvinfo --no-color; rc=$?
+if [ $rc = 0 ]; then pass ibvinfo; else fail ibvinfo "ibvinfo exit $rc" soft; fi
+unset USB4VERBS_CLAIM_RXE IBV_SHOW_WARNINGS
+
+# --- remove and purge: nothing of ours may stay behind
+section "dpkg -P usb4verbs"
+dpkg -P usb4verbs || fail remove "dpkg -P exit $?"
+left=$(ls -d "$provdir"/libusb4_rdma* "$driver" /usr/bin/ibvinfo /usr/share/doc/usb4verbs 2>/dev/null)
+if [ -z "$left" ]; then pass remove; else fail remove "left behind: $(echo $left)"; fi
+exit $hard

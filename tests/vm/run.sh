@@ -60,7 +60,10 @@ image_build "$WORK" "$@"
 flock -u "$lockfd"
 log "initramfs $(du -h "$INITRD" | cut -f1) ready after $(elapsed "$T0") s"
 
-SERIAL_LOG="$BUILDDIR/serial-$KVER-$USERLAND.log"
+# One log per run (several runs may share the checkout); the 40 newest are kept.
+SERIAL_LOG="$BUILDDIR/serial-$KVER-$USERLAND-$(date +%Y%m%d-%H%M%S)-$$.log"
+find "$BUILDDIR" -maxdepth 1 -name 'serial-*-*.log' -type f -printf '%T@ %p\n' 2>/dev/null \
+  | sort -rn | tail -n +40 | cut -d' ' -f2- | xargs -r rm -f
 vm_boot
 log "done in $(elapsed "$T0") s; serial log $SERIAL_LOG"
 ((FAILURES == 0))

@@ -23,14 +23,18 @@ vm_boot() {
   REACHED_INIT=0 SETUP="" DONE=0 CURRENT="" FAILURES=0
   declare -gA RESULT_RC=()
   local tb=$EPOCHREALTIME
+  # The console comes through a FIFO so the relay runs in this shell (its state is read
+  # below) and qemu's pid is known: if the harness is interrupted, qemu goes too.
   # qemu's own messages go to stderr, so the console stream stays the guest's.
-  shopt -s lastpipe
-  set +o pipefail
-  timeout -k 5 "$VM_TIMEOUT" "${qemu[@]}" </dev/null 2> >(sed -u 's/^/[vm] qemu: /' >&2) \
-    | vm_relay "$tb"
-  local qrc=${PIPESTATUS[0]}
-  set -o pipefail
-  shopt -u lastpipe
+  local fifo="$WORK/console" qpid qrc=0
+  mkfifo "$fifo"
+  timeout -k 5 "$VM_TIMEOUT" "${qemu[@]}" </dev/null >"$fifo" \
+    2> >(sed -u 's/^/[vm] qemu: /' >&2) &
+  qpid=$!
+  trap 'kill "$qpid" 2>/dev/null; exit 130' INT TERM
+  vm_relay "$tb" <"$fifo"
+  wait "$qpid" || qrc=$?
+  trap - INT TERM
   log "qemu exit $qrc after $(elapsed "$tb") s"
 
   local why name notrun="not run"

@@ -1,0 +1,307 @@
+#!/bin/sh
+# tests/stock/guest.sh: the stock-tool matrix, run inside the test VM (busybox sh; the
+# image has no bash). tests/stock/run.sh hands it to tests/vm/run.sh as VM_GUEST_SCRIPT.
+#
+# Each case starts a server on $USB4VERBS_DEV0 pinned to vCPU 0 and a client on
+# $USB4VERBS_DEV1 pinned to vCPU 1 (perftest times itself with the TSC, which the guest
+# marks unstable under TCG; unpinned runs can print 0.00), both under a timeout; the
+# server is killed if it has not exited shortly after the client. Output per case:
+#   --- PASS: stock/<userland>/<case> (1.23s)      or --- FAIL: ... / --- SKIP: ...
+#       cmd: <the client command>
+#       note: <headline figure on a pass, the reason on a fail or skip>
+#       client| ... / server| ...                  (last lines of each, on a fail)
+# plus "# stock: key=value ..." lines describing the run. Exits 1 if any case failed.
+#
+# Settings: /opt/usb4verbs/stock.conf (written by run.sh) may set PROVIDER (ours or
+# librxe), ITERS, TIMEOUT (seconds per case), CASES (an ERE over case names: only
+# those run). Environment from the harness's /init: USB4VERBS_DEV0/1, _GID0/1, _IP0/1,
+# USB4VERBS_USERLAND.
+# Command lines are built as word lists and split on purpose (globbing is off).
+# shellcheck disable=SC2086,SC2012,SC1091
+set -f
+PROVIDER=ours ITERS=1000 TIMEOUT=60 CASES=
+[ -r /opt/usb4verbs/stock.conf ] && . /opt/usb4verbs/stock.conf
+
+DEV0=${USB4VERBS_DEV0:?} DEV1=${USB4VERBS_DEV1:?}
+GID0=${USB4VERBS_GID0:?} GID1=${USB4VERBS_GID1:?}
+IP0=${USB4VERBS_IP0:?} IP1=${USB4VERBS_IP1:?}
+UL=${USB4VERBS_USERLAND:-unknown}
+PROVDIR=/usr/lib/x86_64-linux-gnu/libibverbs
+# A client whose peer vanished can hang in a TCP exchange or a CQ poll: the case's own
+# timeout bounds it, and the server gets this long after the client to exit by itself.
+SERVER_GRACE=10
+export IBV_SHOW_WARNINGS=1
+PASSED=0 FAILED=0 SKIPPED=0
+WORK=/tmp/stock
+mkdir -p "$WORK"
+
+# now_cs: uptime in centiseconds (busybox date has no %N).
+now_cs() { awk '{ split($1, a, "."); print a[1] * 100 + a[2] }' /proc/uptime; }
+secs() { awk -v cs="$1" 'BEGIN { printf "%.2f", cs / 100 }'; }
+
+# wanted NAME: the case is selected by CASES.
+wanted() { [ -z "$CASES" ] || echo "$1" | grep -Eq -- "$CASES"; }
+
+# report STATUS NAME START_CS CMD NOTE: one result block.
+report() {
+  echo "--- $1: stock/$UL/$2 ($(secs $(($(now_cs) - $3)))s)"
+  echo "    cmd: $4"
+  [ -n "$5" ] && echo "    note: $5"
+  case $1 in
+    PASS) PASSED=$((PASSED + 1)) ;;
+    FAIL) FAILED=$((FAILED + 1)) ;;
+    SKIP) SKIPPED=$((SKIPPED + 1)) ;;
+  esac
+}
+
+# show_tail LABEL FILE: the last lines of a tool's output, for a failure. rping -v
+# prints one line per ping; those say nothing about why it failed.
+show_tail() {
+  [ -s "$2" ] || { echo "    $1| (no output)"; return; }
+  grep -v 'ping data:' "$2" | tail -n 15 | sed "s/^/    $1| /"
+}
+
+# listening PORT: something listens on TCP PORT (IPv4 or IPv6).
+listening() {
+  hex=$(printf ':%04X' "$1")
+  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null \
+    | awk -v p="$hex" 'substr($2, length($2) - 4) == p && $4 == "0A" { f = 1 } END { exit !f }'
+}
+
+# wait_server PID PORT: until the server listens on PORT (or, PORT empty, a short
+# fixed wait: rdma_cm listeners are not visible in /proc/net). 1 if it exited first.
+wait_server() {
+  if [ -z "$2" ]; then
+    sleep 2
+    kill -0 "$1" 2>/dev/null
+    return
+  fi
+  n=0
+  while [ $n -lt 300 ]; do
+    listening "$2" && return 0
+    kill -0 "$1" 2>/dev/null || return 1
+    usleep 100000
+    n=$((n + 1))
+  done
+  return 1
+}
+
+# pair NAME PORT CHECK SERVER_CMD -- CLIENT_CMD: one server/client case. Commands are
+# plain words (no quoting inside). CHECK is a function given the client log, which
+# prints a note and returns non-zero when the output does not show a completed run.
+pair() {
+  name=$1 lport=$2 check=$3
+  shift 3
+  srv='' cli='' side=srv
+  for w in "$@"; do
+    if [ "$w" = -- ]; then side=cli; continue; fi
+    if [ $side = srv ]; then srv="$srv $w"; else cli="$cli $w"; fi
+  done
+  srv=${srv# } cli=${cli# }
+  wanted "$name" || return 0
+  d="$WORK/$name"
+  mkdir -p "$d"
+  t0=$(now_cs)
+  taskset -c 0 timeout -k 5 "$TIMEOUT" $srv > "$d/server.log" 2>&1 &
+  sp=$!
+  if ! wait_server "$sp" "$lport"; then
+    wait "$sp"; src=$?
+    report FAIL "$name" "$t0" "$cli" "server exited (rc $src) before it listened${lport:+ on port $lport}"
+    show_tail server "$d/server.log"
+    return
+  fi
+  taskset -c 1 timeout -k 5 "$TIMEOUT" $cli > "$d/client.log" 2>&1
+  crc=$?
+  n=0
+  while kill -0 "$sp" 2>/dev/null && [ $n -lt $((SERVER_GRACE * 10)) ]; do
+    usleep 100000; n=$((n + 1))
+  done
+  killed=
+  if kill -0 "$sp" 2>/dev/null; then
+    killed=1; kill "$sp" 2>/dev/null; sleep 1; kill -9 "$sp" 2>/dev/null
+  fi
+  wait "$sp"; src=$?
+  note=$("$check" "$d/client.log")
+  ok=$?
+  why=
+  if [ $crc = 124 ] || [ $crc = 143 ] || [ $crc = 137 ]; then why="client timed out after ${TIMEOUT}s"
+  elif [ $crc != 0 ]; then why="client exit $crc"
+  elif [ -n "$killed" ]; then why="server still running ${SERVER_GRACE}s after the client ended; killed"
+  elif [ $src != 0 ]; then why="server exit $src"
+  elif [ $ok != 0 ]; then why="no result in the client output${note:+: $note}"
+  fi
+  if [ -z "$why" ]; then
+    report PASS "$name" "$t0" "$cli" "$note"
+  else
+    err=$(grep -ihE -m1 'fail|error|couldn|unable|not supported|invalid|no .*found|refus|timed? ?out' \
+            "$d/client.log" "$d/server.log" 2>/dev/null | head -n1)
+    report FAIL "$name" "$t0" "$cli" "$why${err:+: $err}"
+    show_tail client "$d/client.log"
+    show_tail server "$d/server.log"
+  fi
+}
+
+# single NAME CHECK CMD...: a case with one process (pinned to vCPU 0).
+single() {
+  name=$1 check=$2
+  shift 2
+  wanted "$name" || return 0
+  d="$WORK/$name"
+  mkdir -p "$d"
+  t0=$(now_cs)
+  taskset -c 0 timeout -k 5 "$TIMEOUT" "$@" > "$d/out.log" 2>&1
+  rc=$?
+  note=$("$check" "$d/out.log")
+  ok=$?
+  if [ $rc = 0 ] && [ $ok = 0 ]; then
+    report PASS "$name" "$t0" "$*" "$note"
+  else
+    if [ $rc != 0 ]; then why="exit $rc"; else why=$note; fi
+    report FAIL "$name" "$t0" "$*" "$why"
+    show_tail out "$d/out.log"
+  fi
+}
+
+# --- output checks: print a note, return 0 when the run visibly completed
+check_devices() {
+  grep -qw "$DEV0" "$1" && grep -qw "$DEV1" "$1" && { echo "lists $DEV0 and $DEV1"; return 0; }
+  echo "$DEV0 and $DEV1 not both listed"; return 1
+}
+check_devinfo() {
+  a=$(grep -c '[[:space:]]state:[[:space:]]*PORT_ACTIVE' "$1")
+  grep -q "hca_id:[[:space:]]*$DEV0\$" "$1" && grep -q "hca_id:[[:space:]]*$DEV1\$" "$1" && [ "$a" -ge 2 ] \
+    && { echo "$DEV0 and $DEV1, $a ports PORT_ACTIVE, $(grep -c 'GID\[' "$1") GIDs shown"; return 0; }
+  echo "$DEV0/$DEV1 not both shown with an active port"; return 1
+}
+check_pingpong() {
+  l=$(grep 'usec/iter' "$1" | tail -n1)
+  [ -n "$l" ] || return 1
+  echo "$l" | awk '{ printf "%s usec/iter", $(NF-1) }'
+}
+# perftest result lines: "#bytes #iterations ..." header, then one numeric row.
+check_perf_bw() {
+  l=$(awk '/^ *#bytes/ { h = 1; next } h && $1 ~ /^[0-9]+$/ { r = $0 } END { print r }' "$1")
+  [ -n "$l" ] || return 1
+  echo "$l" | awk '{ printf "%s B: avg %s Gb/s, %s Mpps", $1, $4, $5 }'
+}
+check_perf_lat() {
+  l=$(awk '/^ *#bytes/ { h = 1; next } h && $1 ~ /^[0-9]+$/ { r = $0 } END { print r }' "$1")
+  [ -n "$l" ] || return 1
+  echo "$l" | awk '{ printf "%s B: typical %s us, avg %s us", $1, $5, $6 }'
+}
+check_rping() {
+  n=$(grep -c 'ping data:' "$1")
+  [ "$n" -ge "$ITERS" ] && { echo "$n pings verified"; return 0; }
+  echo "$n of $ITERS pings"; return 1
+}
+check_ucx() {
+  l=$(grep 'Final:' "$1" | tail -n1)
+  [ -n "$l" ] || return 1
+  echo "$l" | sed 's/|/ /g; s/  */ /g; s/^ //'
+}
+
+# --- what is being tested
+# libibverbs.so.1.<abi>.<rdma-core version>, e.g. libibverbs.so.1.14.44.0
+set +f
+RDMACORE=$(ls /usr/lib/x86_64-linux-gnu/libibverbs.so.1.*.* 2>/dev/null | head -n1 \
+  | sed 's/.*libibverbs\.so\.1\.[0-9]*\.//')
+set -f
+PERFTEST=$(ib_write_bw --version 2>/dev/null | awk '/[Vv]ersion/ { print $NF; exit }')
+# "# Version 1.13.1" or "# Library version: 1.18.1"
+UCXVER=$(ucx_info -v 2>/dev/null | awk 'tolower($0) ~ /version/ { print $NF; exit }')
+echo "# stock: userland=$UL rdma-core=${RDMACORE:-unknown} kernel=$(uname -r) provider=$PROVIDER" \
+  "perftest=${PERFTEST:-none} ucx=${UCXVER:-none} iters=$ITERS timeout=$TIMEOUT"
+echo "# stock: providers in $PROVDIR: $(cd $PROVDIR 2>/dev/null && ls | tr '\n' ' ')"
+echo "# stock: drivers in /etc/libibverbs.d: $(cd /etc/libibverbs.d 2>/dev/null && ls | tr '\n' ' ')"
+
+# --- case: the image holds the provider this run is about, and only that one for rxe
+if wanted provider; then
+  t0=$(now_cs)
+  set +f
+  if [ "$PROVIDER" = librxe ]; then
+    if ls $PROVDIR/librxe-rdmav*.so >/dev/null 2>&1 && [ -f /etc/libibverbs.d/rxe.driver ]; then
+      report PASS provider "$t0" "ls $PROVDIR" "stock librxe installed"
+    else
+      report FAIL provider "$t0" "ls $PROVDIR" "librxe or rxe.driver missing"
+    fi
+  else
+    n=$(ls $PROVDIR/libusb4_rdma-rdmav*.so 2>/dev/null | wc -l)
+    if ls $PROVDIR/librxe* /etc/libibverbs.d/rxe.driver >/dev/null 2>&1; then
+      report FAIL provider "$t0" "ls $PROVDIR" "librxe is still in the image"
+    elif [ "$n" -lt 5 ] || [ ! -f /etc/libibverbs.d/usb4_rdma.driver ]; then
+      report FAIL provider "$t0" "ls $PROVDIR" "libusb4_rdma-rdmavNN.so ($n of 5) or usb4_rdma.driver missing"
+    else
+      report PASS provider "$t0" "ls $PROVDIR" "libusb4_rdma only (rdmav34/57/59/64/65), librxe removed"
+    fi
+  fi
+  set -f
+fi
+
+single ibv_devices check_devices ibv_devices
+single ibv_devinfo_-v check_devinfo ibv_devinfo -v
+
+# --- libibverbs examples: each with busy polling and with completion events (-e)
+port=18600
+for t in rc uc ud srq; do
+  for e in "" -e; do
+    port=$((port + 1))
+    pair "ibv_${t}_pingpong${e:+_$e}" $port check_pingpong \
+      ibv_${t}_pingpong -d "$DEV0" -g "$GID0" -n "$ITERS" -p $port $e -- \
+      ibv_${t}_pingpong -d "$DEV1" -g "$GID1" -n "$ITERS" -p $port $e "$IP0"
+  done
+done
+
+# --- perftest: all eight tools; -e wherever perftest accepts it (not on WRITE)
+for tool in ib_write_bw ib_write_lat ib_send_bw ib_send_lat ib_read_bw ib_read_lat \
+            ib_atomic_bw ib_atomic_lat; do
+  case $tool in *_bw) check=check_perf_bw ;; *) check=check_perf_lat ;; esac
+  case $tool in *_bw) extra=--report_gbits ;; *) extra= ;; esac
+  modes="poll"
+  case $tool in ib_write_*) ;; *) modes="poll -e" ;; esac
+  for e in $modes; do
+    [ "$e" = poll ] && e=
+    port=$((port + 1))
+    pair "$tool${e:+_$e}" $port $check \
+      $tool -d "$DEV0" -x "$GID0" -F -n "$ITERS" -p $port $extra $e -- \
+      $tool -d "$DEV1" -x "$GID1" -F -n "$ITERS" -p $port $extra $e "$IP0"
+  done
+done
+
+# --- rdma_cm: rping (the devices are found from the addresses)
+pair "rping_-v_-C_$ITERS" "" check_rping \
+  rping -s -v -C "$ITERS" -a "$IP0" -p 7174 -- \
+  rping -c -v -C "$ITERS" -a "$IP0" -I "$IP1" -p 7174
+
+# --- UCX: only where the userland's UCX has the verbs transports (Debian unstable's
+# 1.23 is built without them). rc_verbs alone has no wire-up transport; ud_verbs is the
+# auxiliary one, and over rxe it must not check the DGID (rxe reports sl 0 in its WCs).
+ucx_cases="ucx_perftest_tag_lat_rc_verbs ucx_perftest_tag_bw_rc_verbs ucx_perftest_put_bw_uct_rc_verbs"
+if ! command -v ucx_perftest >/dev/null; then
+  for c in $ucx_cases; do wanted "$c" && report SKIP "$c" "$(now_cs)" ucx_perftest "no ucx_perftest in this userland"; done
+elif ! ucx_info -d 2>/dev/null | grep -q 'Transport: rc_verbs'; then
+  for c in $ucx_cases; do
+    wanted "$c" && report SKIP "$c" "$(now_cs)" ucx_perftest "UCX ${UCXVER:-?} has no rc_verbs transport here"
+  done
+else
+  # Builds with MPI support take -P 0 for a plain client/server run.
+  mpi=
+  ucx_perftest -h 2>&1 | grep -qE '^ +-P ' && mpi="-P 0"
+  ucxenv="UCX_TLS=rc_verbs,ud_verbs:aux UCX_UD_ETH_DGID_CHECK=n UCX_WARN_UNUSED_ENV_VARS=n"
+  port=$((port + 1))
+  pair ucx_perftest_tag_lat_rc_verbs $port check_ucx \
+    env $ucxenv UCX_NET_DEVICES="$DEV0:1" ucx_perftest $mpi -p $port -- \
+    env $ucxenv UCX_NET_DEVICES="$DEV1:1" ucx_perftest $mpi -p $port -t tag_lat -n "$ITERS" "$IP0"
+  port=$((port + 1))
+  pair ucx_perftest_tag_bw_rc_verbs $port check_ucx \
+    env $ucxenv UCX_NET_DEVICES="$DEV0:1" ucx_perftest $mpi -p $port -- \
+    env $ucxenv UCX_NET_DEVICES="$DEV1:1" ucx_perftest $mpi -p $port -t tag_bw -s 65536 -n "$ITERS" "$IP0"
+  # UCT: the server takes the test parameters (device, transport) from the client.
+  port=$((port + 1))
+  pair ucx_perftest_put_bw_uct_rc_verbs $port check_ucx \
+    env UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $port -- \
+    env UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $port -d "$DEV1:1" -x rc_verbs -t put_bw \
+    -D zcopy -s 65536 -n "$ITERS" "$IP0"
+fi
+
+echo "# stock: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+[ $FAILED = 0 ]

@@ -1,0 +1,43 @@
+# shellcheck shell=bash
+# What a VM image needs for stock tools, shared by tests/stock/run.sh and scripts/demo.sh:
+# the Debian packages per userland and, for PROVIDER=ours, the provider files laid over
+# the image with stock librxe taken out.
+
+# The tools. The harness resolves names that trixie renamed for t64 (librdmacm1 ->
+# librdmacm1t64), so one list serves every suite; ucx-utils brings libucx0 and the
+# ucx_perftest/ucx_info binaries.
+STOCK_DEBS="ibverbs-utils perftest rdmacm-utils ucx-utils"
+
+# Where rdma-core looks for providers, and the PABIs it has used since v34
+# (reference/rdma-core-private-abi.md: 34 for v34-v56, 57, 59, 64, 65).
+STOCK_PROVDIR=usr/lib/x86_64-linux-gnu/libibverbs
+STOCK_PABIS="34 57 59 64 65"
+
+# Stock librxe and its driver file: removed for PROVIDER=ours so that only our provider
+# can serve rxe0/rxe1 (globs relative to the image root, for VM_EXCLUDE_GLOB).
+STOCK_EXCLUDE_LIBRXE="$STOCK_PROVDIR/librxe-rdmav*.so etc/libibverbs.d/rxe.driver"
+
+# stock_check_provider PROVIDER: PROVIDER is one this machinery knows.
+stock_check_provider() {
+  case $1 in
+    ours | librxe) ;;
+    *) printf 'PROVIDER must be ours or librxe, not %s\n' "$1" >&2; return 1 ;;
+  esac
+}
+
+# stock_overlay DIR SO: lays out, under DIR, our provider as the image should hold it:
+# the library once plus one libusb4_rdma-rdmavNN.so link per PABI, the .driver file
+# naming it by absolute path (libibverbs appends -rdmavNN.so), and the opt-in setting
+# that lets it claim rxe devices (cshim/README.md: /etc/usb4verbs/usb4_rdma.conf).
+stock_overlay() {
+  local dir=$1 so=$2 p
+  [[ -f $so ]] || { printf 'no provider at %s: run `make build` first\n' "$so" >&2; return 1; }
+  mkdir -p "$dir/$STOCK_PROVDIR" "$dir/etc/libibverbs.d" "$dir/etc/usb4verbs"
+  install -m644 "$so" "$dir/$STOCK_PROVDIR/libusb4_rdma.so"
+  for p in $STOCK_PABIS; do
+    ln -sfn libusb4_rdma.so "$dir/$STOCK_PROVDIR/libusb4_rdma-rdmav$p.so"
+  done
+  printf 'driver /%s/libusb4_rdma\n' "$STOCK_PROVDIR" > "$dir/etc/libibverbs.d/usb4_rdma.driver"
+  printf '# Written by tests/stock: our provider serves Soft-RoCE devices in the test VM.\nclaim_rxe yes\n' \
+    > "$dir/etc/usb4verbs/usb4_rdma.conf"
+}

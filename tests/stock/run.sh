@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# tests/stock/run.sh [USERLAND...]: runs the stock-tool matrix (ibv_* examples, perftest,
+# rping, ucx_perftest) in one VM boot per userland (default: bookworm trixie sid) and
+# writes the pass table of each into docs/stock-tools.md (docs/stock-tools-librxe.md
+# for PROVIDER=librxe). Result lines go to stdout; exit status non-zero if any case
+# failed. Knobs and the case list: tests/stock/README.md.
+set -euo pipefail
+
+STOCKDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$STOCKDIR/../.." && pwd)
+# shellcheck source=tests/stock/lib.sh
+. "$STOCKDIR/lib.sh"
+
+PROVIDER=${PROVIDER:-ours}
+STOCK_ITERS=${STOCK_ITERS:-1000}
+STOCK_TIMEOUT=${STOCK_TIMEOUT:-60}
+STOCK_CASES=${STOCK_CASES:-}
+STOCK_SO=${STOCK_SO:-$REPO/build/libusb4_rdma.so}
+if [[ $PROVIDER == librxe ]]; then STOCK_DOC=${STOCK_DOC:-$REPO/docs/stock-tools-librxe.md}
+else STOCK_DOC=${STOCK_DOC:-$REPO/docs/stock-tools.md}; fi
+OUT="$REPO/build/stock/$PROVIDER"
+
+log() { printf '[stock] %s\n' "$*" >&2; }
+die() { log "FATAL: $*"; exit 1; }
+usage() { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+[[ ${1:-} == -h || ${1:-} == --help ]] && usage
+stock_check_provider "$PROVIDER" || exit 2
+[[ $STOCK_ITERS =~ ^[1-9][0-9]*$ ]] || die "STOCK_ITERS must be a positive number"
+[[ $STOCK_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "STOCK_TIMEOUT must be a positive number of seconds"
+userlands=("$@")
+((${#userlands[@]})) || userlands=(bookworm trixie sid)
+for u in "${userlands[@]}"; do
+  [[ $u =~ ^[a-z][a-z0-9-]*$ ]] || die "not a Debian suite name: $u"
+done
+
+mkdir -p "$OUT"
+WORK=$(mktemp -d "$OUT/work.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+# /opt/usb4verbs/stock.conf in the guest (tests/stock/guest.sh reads it).
+mkdir -p "$WORK/files"
+{
+  printf 'PROVIDER=%s\nITERS=%s\nTIMEOUT=%s\n' "$PROVIDER" "$STOCK_ITERS" "$STOCK_TIMEOUT"
+  printf "CASES='%s'\n" "${STOCK_CASES//\'/}"
+} > "$WORK/files/stock.conf"
+exclude=${VM_EXCLUDE_GLOB:-}
+overlay=${VM_OVERLAY:-}
+if [[ $PROVIDER == ours ]]; then
+  [[ -z $overlay ]] || die "VM_OVERLAY is set: PROVIDER=ours builds its own overlay"
+  overlay="$WORK/overlay"
+  stock_overlay "$overlay" "$STOCK_SO" || exit 1
+  exclude="$STOCK_EXCLUDE_LIBRXE${exclude:+ $exclude}"
+fi
+
+# The harness runs from a snapshot of its committed version: bash reads a script as it
+# goes, and tests/vm is edited by others while long runs are under way. Its build/ is
+# ours (serial logs land in build/vm) and its cache is ours (CACHE).
+HARNESS="$WORK/harness"
+mkdir -p "$HARNESS"
+if [[ ${STOCK_HARNESS:-head} == head ]] \
+   && git -C "$REPO" archive HEAD tests/vm 2>/dev/null | tar -x -C "$HARNESS" 2>/dev/null; then
+  log "harness: tests/vm as committed at $(git -C "$REPO" rev-parse --short HEAD)"
+else
+  mkdir -p "$HARNESS/tests"; cp -a "$REPO/tests/vm" "$HARNESS/tests/"
+  log "harness: tests/vm from the work tree"
+fi
+ln -s "$REPO/build" "$HARNESS/build"
+export CACHE=${CACHE:-$REPO/.cache}
+
+# Every case spends at most two timeouts (server start, client) plus the grace; the
+# whole guest script must fit in the VM's budget with room for boot and setup.
+: "${VM_TIMEOUT:=$((40 * (2 * STOCK_TIMEOUT + 15) + 300))}"
+
+# run_userland U: one VM boot; its stdout (result lines) into $OUT/U.out and to ours.
+run_userland() {
+  local u=$1 rc=0
+  log "$u: booting (provider $PROVIDER, VM_TIMEOUT ${VM_TIMEOUT}s)"
+  USERLAND=$u VM_TIMEOUT=$VM_TIMEOUT \
+    VM_EXTRA_DEBS="$STOCK_DEBS${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+    VM_EXCLUDE_GLOB=$exclude VM_OVERLAY=$overlay VM_FILES="$WORK/files" \
+    VM_GUEST_SCRIPT="$STOCKDIR/guest.sh" \
+    "$HARNESS/tests/vm/run.sh" | tee "$OUT/$u.out" || rc=$?
+  return $rc
+}
+
+# section U: the markdown section of userland U, from $OUT/U.out.
+section() {
+  local u=$1 f="$OUT/$1.out" meta date
+  date=$(date -u '+%Y-%m-%d %H:%M UTC')
+  meta=$(sed -n 's/^# stock: userland=//p' "$f" | head -n1)
+  printf '<!-- stock:begin %s -->\n' "$u"
+  awk -v u="$u" -v meta="$meta" -v date="$date" -v prov="$PROVIDER" '
+    function kv(k,   re) { re = k "=[^ ]*"; if (match(meta, re)) return substr(meta, RSTART + length(k) + 1, RLENGTH - length(k) - 1); return "?" }
+    function cell(s) { gsub(/\|/, "\\|", s); if (length(s) > 200) s = substr(s, 1, 197) "..."; return s }
+    function flush() { if (name != "") rows[++nrows] = sprintf("| %s | %s | %s | `%s` | %s |", name, res, t, cell(cmd), cell(note)); name = "" }
+    /^--- (PASS|FAIL|SKIP): stock\// {
+      flush()
+      res = $2; sub(/:$/, "", res); name = $3; sub(/^stock\/[^\/]*\//, "", name)
+      t = $4; gsub(/[()]/, "", t); cmd = ""; note = ""
+      if (res == "PASS") pass++; else if (res == "FAIL") fail++; else skip++
+      res = (res == "PASS") ? "pass" : (res == "FAIL") ? "**FAIL**" : "skip"
+      next
+    }
+    name != "" && /^    cmd: / { cmd = substr($0, 10); next }
+    name != "" && /^    note: / { note = substr($0, 11); next }
+    /^--- FAIL: vm\// { sub(/^--- FAIL: /, ""); harness[++nh] = $0 }
+    END {
+      flush()
+      printf "## %s: rdma-core %s\n\n", u, kv("rdma-core")
+      printf "%s · kernel %s · provider **%s** · perftest %s · UCX %s · %d iterations, %ss timeout per case\n\n", \
+        date, kv("kernel"), prov, kv("perftest"), kv("ucx"), kv("iters"), kv("timeout")
+      printf "**%d passed, %d failed, %d skipped.**\n\n", pass, fail, skip
+      printf "<!-- summary: %s|%s|%d|%d|%d|%s -->\n", u, kv("rdma-core"), pass, fail, skip, date
+      if (nh) {
+        printf "Harness: "
+        for (i = 1; i <= nh; i++) printf "%s`%s`", (i > 1 ? ", " : ""), harness[i]
+        printf "\n\n"
+      }
+      if (nrows) {
+        print "| case | result | time | client command | note |"
+        print "|---|---|---|---|---|"
+        for (i = 1; i <= nrows; i++) print rows[i]
+        print ""
+      } else print "No case ran (see the harness lines above and build/vm/serial-latest.log).\n"
+    }' "$f"
+  printf '<!-- stock:end %s -->\n' "$u"
+}
+
+# write_doc: $STOCK_DOC with a fresh section for each userland run now; sections of
+# userlands not run this time are kept as they were.
+write_doc() {
+  local secdir="$WORK/sections" u order=() label
+  mkdir -p "$secdir"
+  if [[ -f $STOCK_DOC ]]; then
+    awk -v d="$secdir" '/^<!-- stock:begin / { f = d "/" $3 ".md" } f { print > f } /^<!-- stock:end / { close(f); f = "" }' "$STOCK_DOC"
+  fi
+  for u in "${userlands[@]}"; do section "$u" > "$secdir/$u.md"; done
+  for u in bookworm trixie sid; do [[ -f $secdir/$u.md ]] && order+=("$u"); done
+  for f in "$secdir"/*.md; do
+    u=${f##*/}; u=${u%.md}
+    [[ " ${order[*]} " == *" $u "* ]] || order+=("$u")
+  done
+  if [[ $PROVIDER == ours ]]; then
+    label="our provider (libusb4_rdma); stock librxe and rxe.driver are removed from the image, so only ours can serve rxe0/rxe1"
+  else
+    label="stock librxe (the control run; our provider is not installed)"
+  fi
+  mkdir -p "$(dirname "$STOCK_DOC")"
+  {
+    printf '# Stock tools on Soft-RoCE through %s\n\n' "$([[ $PROVIDER == ours ]] && echo "our provider" || echo "stock librxe")"
+    printf 'Provider: %s.\n\n' "$label"
+    printf 'Generated by `%stests/stock/run.sh` (tests/stock/README.md); each userland'"'"'s section is\n' \
+      "$([[ $PROVIDER == librxe ]] && echo 'PROVIDER=librxe ')"
+    printf 'replaced when that userland runs again, so the sections may carry different dates.\n'
+    printf 'Every case runs in a qemu (TCG) guest on a stock Debian kernel: server on rxe0 pinned to\n'
+    printf 'vCPU 0, client on rxe1 pinned to vCPU 1, over a veth pair; figures under TCG are noisy.\n\n'
+    printf '| userland | rdma-core | passed | failed | skipped | run |\n|---|---|---|---|---|---|\n'
+    for u in "${order[@]}"; do
+      sed -n 's/^<!-- summary: \(.*\) -->$/\1/p' "$secdir/$u.md" | head -n1 \
+        | awk -F'|' '{ printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6 }'
+    done
+    printf '\n'
+    for u in "${order[@]}"; do cat "$secdir/$u.md"; printf '\n'; done
+  } > "$STOCK_DOC.tmp"
+  mv "$STOCK_DOC.tmp" "$STOCK_DOC"
+  log "wrote ${STOCK_DOC#"$REPO"/}"
+}
+
+failed=()
+for u in "${userlands[@]}"; do
+  run_userland "$u" || failed+=("$u")
+done
+write_doc
+if ((${#failed[@]})); then
+  log "failures in: ${failed[*]} (details: $OUT/<userland>.out, build/vm/serial-*.log)"
+  exit 1
+fi
+log "all cases passed in: ${userlands[*]}"

@@ -57,7 +57,9 @@ static void usb4_free_context(void *ibv_ctx)
 	const struct usb4_abi *abi = usb4_abi_get();
 	void *vctx = (char *)ibv_ctx - (abi->vctx_size - IBV_CONTEXT_SIZE);
 
-	if (uc->go_handle)
+	// In a fork() child the Go side is unreachable: release only our C
+	// memory and libibverbs' part (the fds are the child's copies).
+	if (uc->go_handle && !usb4_in_fork_child("close_device"))
 		usb4goCloseContext(uc->go_handle);
 	abi->uninit_context(vctx);
 	free(vctx);
@@ -87,6 +89,12 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 	struct usb4_open_info info = {.cmd_fd = -1, .async_fd = -1};
 	(void)private_data;
 
+	if (usb4_in_fork_child("open_device")) {
+		if (cmd_fd >= 0)
+			close(cmd_fd);
+		errno = ENOSYS;
+		return NULL;
+	}
 	int err = usb4goOpenContext((char *)name, (int)kind, &info);
 	if (cmd_fd >= 0)
 		close(cmd_fd);
@@ -139,5 +147,6 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 	// Must happen before we return: libibverbs' set_lib_ops then overrides
 	// create_cq_ex and query_port in the verbs_context.
 	abi->set_ops(vctx, ops);
+	usb4_prewarm_threads();
 	return vctx;
 }

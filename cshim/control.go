@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"runtime/cgo"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -31,18 +30,6 @@ func errnoOf(err error) C.int {
 	return C.int(unix.EIO)
 }
 
-// lookup resolves a handle that C got from us. A zero handle or one of the
-// wrong type reports false (EBADF); C only passes handles of live objects,
-// which it frees together with the handle.
-func lookup[T any](h C.uintptr_t) (T, bool) {
-	var zero T
-	if h == 0 {
-		return zero, false
-	}
-	v, ok := cgo.Handle(h).Value().(T)
-	return v, ok
-}
-
 // usb4goOpenContext opens the device by name on the application's thread.
 //
 //export usb4goOpenContext
@@ -51,7 +38,7 @@ func usb4goOpenContext(name *C.char, kind C.int, info *C.struct_usb4_open_info) 
 	if err != nil {
 		return errnoOf(err)
 	}
-	info.handle = C.uintptr_t(cgo.NewHandle(ctx))
+	info.handle = C.uintptr_t(handles.add(nil, ctx))
 	info.cmd_fd = C.int(ctx.CmdFD())
 	info.async_fd = C.int(ctx.AsyncFD())
 	info.num_comp_vectors = C.uint32_t(ctx.NumCompVectors())
@@ -65,8 +52,8 @@ func usb4goCloseContext(h C.uintptr_t) {
 	if !ok {
 		return
 	}
-	_ = ctx.Close() // destroys leftovers; libibverbs' close has no error path
-	cgo.Handle(h).Delete()
+	closeContext(ctx) // destroys leftovers; libibverbs' close has no error path
+	handles.remove(uintptr(h))
 }
 
 //export usb4goQueryDevice
@@ -179,7 +166,7 @@ func usb4goAllocPD(h C.uintptr_t, pdOut *C.uintptr_t, pdHandle *C.uint32_t) C.in
 	if err != nil {
 		return errnoOf(err)
 	}
-	*pdOut = C.uintptr_t(cgo.NewHandle(pd))
+	*pdOut = C.uintptr_t(handles.add(ctx, pd))
 	*pdHandle = C.uint32_t(pd.Handle())
 	return 0
 }
@@ -193,7 +180,7 @@ func usb4goDeallocPD(h C.uintptr_t) C.int {
 	if err := pd.Destroy(); err != nil {
 		return errnoOf(err)
 	}
-	cgo.Handle(h).Delete()
+	handles.remove(uintptr(h))
 	return 0
 }
 
@@ -208,7 +195,7 @@ func usb4goRegMR(h C.uintptr_t, addr C.uintptr_t, length, iova C.uint64_t, acces
 	if err != nil {
 		return errnoOf(err)
 	}
-	*mrOut = C.uintptr_t(cgo.NewHandle(mr))
+	*mrOut = C.uintptr_t(handles.add(pd.Context(), mr))
 	*mrHandle = C.uint32_t(mr.Handle())
 	*lkey = C.uint32_t(mr.LKey())
 	*rkey = C.uint32_t(mr.RKey())
@@ -224,6 +211,6 @@ func usb4goDeregMR(h C.uintptr_t) C.int {
 	if err := mr.Destroy(); err != nil {
 		return errnoOf(err)
 	}
-	cgo.Handle(h).Delete()
+	handles.remove(uintptr(h))
 	return 0
 }

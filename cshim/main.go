@@ -1,7 +1,7 @@
 package main
 
 /*
-#cgo CFLAGS: -std=c11 -Wall -Wextra -Werror
+#cgo CFLAGS: -std=c11 -Wall -Wextra -Werror -I${SRCDIR}/../provider/dataplane -I${SRCDIR}/../uapi/c
 #cgo LDFLAGS: -ldl
 */
 import "C"

@@ -65,6 +65,7 @@ __attribute__((constructor)) static void usb4_register(void)
 			abi.qp_comp_mask_off, abi.claim_rxe);
 	abi.registered = true;
 	the_abi = abi;
+	usb4_fork_guard_install();
 	the_abi.register_driver(&device_ops);
 	// lib stays open: libibverbs never unloads providers, and we use it
 	// for as long as the process lives.

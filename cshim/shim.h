@@ -240,6 +240,105 @@ struct usb4_port_attr {
 	uint32_t active_speed_ex;
 };
 
+// Public libibverbs structs the control ops read and write, mirrored with
+// the layouts of rdma-core:libibverbs/verbs.h (unchanged v28..master,
+// rdma-core-private-abi.md §5; offsets asserted in objects.c).
+struct usb4_ibv_global_route {
+	_Alignas(8) uint8_t dgid[16]; // union ibv_gid has 8-byte alignment
+	uint32_t flow_label;
+	uint8_t sgid_index;
+	uint8_t hop_limit;
+	uint8_t traffic_class;
+};
+
+struct usb4_ibv_ah_attr {
+	struct usb4_ibv_global_route grh;
+	uint16_t dlid;
+	uint8_t sl;
+	uint8_t src_path_bits;
+	uint8_t static_rate;
+	uint8_t is_global;
+	uint8_t port_num;
+};
+
+struct usb4_ibv_qp_cap {
+	uint32_t max_send_wr;
+	uint32_t max_recv_wr;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline_data;
+};
+
+struct usb4_ibv_qp_attr {
+	uint32_t qp_state;
+	uint32_t cur_qp_state;
+	uint32_t path_mtu;
+	uint32_t path_mig_state;
+	uint32_t qkey;
+	uint32_t rq_psn;
+	uint32_t sq_psn;
+	uint32_t dest_qp_num;
+	uint32_t qp_access_flags;
+	struct usb4_ibv_qp_cap cap;
+	struct usb4_ibv_ah_attr ah_attr;
+	struct usb4_ibv_ah_attr alt_ah_attr;
+	uint16_t pkey_index;
+	uint16_t alt_pkey_index;
+	uint8_t en_sqd_async_notify;
+	uint8_t sq_draining;
+	uint8_t max_rd_atomic;
+	uint8_t max_dest_rd_atomic;
+	uint8_t min_rnr_timer;
+	uint8_t port_num;
+	uint8_t timeout;
+	uint8_t retry_cnt;
+	uint8_t rnr_retry;
+	uint8_t alt_port_num;
+	uint8_t alt_timeout;
+	uint32_t rate_limit;
+};
+
+struct usb4_ibv_qp_init_attr {
+	void *qp_context;
+	void *send_cq;
+	void *recv_cq;
+	void *srq;
+	struct usb4_ibv_qp_cap cap;
+	uint32_t qp_type;
+	int32_t sq_sig_all;
+};
+
+struct usb4_ibv_srq_attr {
+	uint32_t max_wr;
+	uint32_t max_sge;
+	uint32_t srq_limit;
+};
+
+// What Go reports about a new kernel object. eng is the data-path engine's
+// object (struct usb4v_cq/qp/srq of provider/dataplane), C memory owned by Go.
+struct usb4_obj_info {
+	uintptr_t go;    // our Go handle
+	uint32_t handle; // kernel handle
+	uint32_t num;    // CQ: entries granted; QP: qp_num; AH: rxe AH index
+	void *eng;
+};
+
+// A QP to create: Go handles of its objects plus the caller's request.
+struct usb4_qp_req {
+	uintptr_t send_cq, recv_cq, srq; // srq 0 = none
+	uint64_t user_handle;
+	uint32_t qp_type;
+	int32_t sq_sig_all;
+	struct usb4_ibv_qp_cap cap; // in: requested, out: granted
+};
+
+// struct ibv_pd (16 bytes: context@0, handle@8) followed by our Go handle.
+enum { IBV_PD_CONTEXT = 0, IBV_PD_HANDLE = 8, IBV_PD_SIZE = 16 };
+struct usb4_pd {
+	unsigned char ibv_pd[IBV_PD_SIZE];
+	uintptr_t go;
+};
+
 // What the Go side reports about a freshly opened context.
 struct usb4_open_info {
 	uintptr_t handle; // Go handle of the context
@@ -259,5 +358,33 @@ int usb4goDeallocPD(uintptr_t pd);
 int usb4goRegMR(uintptr_t pd, uintptr_t addr, uint64_t length, uint64_t iova, uint32_t access, uintptr_t *mr,
 		uint32_t *mr_handle, uint32_t *lkey, uint32_t *rkey);
 int usb4goDeregMR(uintptr_t mr);
+int usb4goCreateCQ(uintptr_t ctx, int cqe, int channel_fd, int comp_vector, uint64_t user_handle,
+		   struct usb4_obj_info *out);
+int usb4goDestroyCQ(uintptr_t cq);
+int usb4goCreateQP(uintptr_t pd, struct usb4_qp_req *req, struct usb4_obj_info *out);
+int usb4goModifyQP(uintptr_t qp, struct usb4_ibv_qp_attr *attr, int mask);
+int usb4goQueryQP(uintptr_t qp, int mask, struct usb4_ibv_qp_attr *attr, struct usb4_ibv_qp_cap *init_cap,
+		  int32_t *sq_sig_all);
+int usb4goDestroyQP(uintptr_t qp);
+int usb4goCreateSRQ(uintptr_t pd, uint64_t user_handle, struct usb4_ibv_srq_attr *attr, struct usb4_obj_info *out);
+int usb4goModifySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr, int mask);
+int usb4goQuerySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr);
+int usb4goDestroySRQ(uintptr_t srq);
+int usb4goCreateAH(uintptr_t pd, struct usb4_ibv_ah_attr *attr, struct usb4_obj_info *out);
+int usb4goDestroyAH(uintptr_t ah);
+// A no-op: a thread that calls it has a Go M bound afterwards (fork.c).
+void usb4goWarm(void);
+
+// fork.c: fork() child detection and thread pre-warming.
+void usb4_fork_guard_install(void);
+// True in a fork() child: control ops must not enter Go there. Logs once.
+bool usb4_in_fork_child(const char *verb);
+// Warms the Go runtime for calls from new threads (at context open).
+void usb4_prewarm_threads(void);
+
+// objects.c: CQ, QP, SRQ and AH ops plus the data-path trampolines.
+void usb4_install_object_ops(void **ops_buf, size_t nslots);
+// verbs.c helper shared with objects.c.
+void usb4_set_slot(void **buf, size_t nslots, int op, void *fn);
 
 #endif // USB4_SHIM_H

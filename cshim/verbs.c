@@ -26,9 +26,6 @@ _Static_assert(sizeof(struct usb4_port_attr) == 56, "ibv_port_attr is 56 bytes s
 
 // Public object layouts (rdma-core-private-abi.md Appendix B).
 enum {
-	IBV_PD_CONTEXT = 0,
-	IBV_PD_HANDLE = 8,
-	IBV_PD_SIZE = 16,
 	IBV_MR_CONTEXT = 0,
 	IBV_MR_PD = 8,
 	IBV_MR_ADDR = 16,
@@ -41,12 +38,7 @@ enum {
 	VERBS_MR_SIZE = 56,
 };
 
-// Our objects: libibverbs' struct first, then the Go handle.
-struct usb4_pd {
-	unsigned char ibv_pd[IBV_PD_SIZE];
-	uintptr_t go;
-};
-
+// Our MR: libibverbs' verbs_mr first, then the Go handle.
 struct usb4_mr {
 	unsigned char verbs_mr[VERBS_MR_SIZE];
 	uintptr_t go;
@@ -67,6 +59,8 @@ static int usb4_query_device_ex(void *ibv_ctx, const void *input, void *attr, si
 
 	if (!attr || attr_size < sizeof(a))
 		return EINVAL;
+	if (usb4_in_fork_child("query_device"))
+		return ENOSYS;
 	memset(&a, 0, sizeof(a));
 	int err = usb4goQueryDevice(usb4_ctx_handle(ibv_ctx), &a, &cap_ex);
 	if (err)
@@ -89,6 +83,8 @@ static int usb4_query_port(void *ibv_ctx, uint8_t port, void *attr)
 
 	if (!attr)
 		return EINVAL;
+	if (usb4_in_fork_child("query_port"))
+		return ENOSYS;
 	memset(&a, 0, sizeof(a));
 	int err = usb4goQueryPort(usb4_ctx_handle(ibv_ctx), port, &a);
 	if (err)
@@ -99,6 +95,10 @@ static int usb4_query_port(void *ibv_ctx, uint8_t port, void *attr)
 
 static void *usb4_alloc_pd(void *ibv_ctx)
 {
+	if (usb4_in_fork_child("alloc_pd")) {
+		errno = ENOSYS;
+		return NULL;
+	}
 	struct usb4_pd *pd = calloc(1, sizeof(*pd));
 	uint32_t handle;
 	if (!pd) {
@@ -119,6 +119,8 @@ static void *usb4_alloc_pd(void *ibv_ctx)
 static int usb4_dealloc_pd(void *ibv_pd)
 {
 	struct usb4_pd *pd = ibv_pd;
+	if (usb4_in_fork_child("dealloc_pd"))
+		return ENOSYS;
 	int err = usb4goDeallocPD(pd->go);
 	if (err)
 		return err;
@@ -131,6 +133,10 @@ static int usb4_dealloc_pd(void *ibv_pd)
 static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_va, int access)
 {
 	struct usb4_pd *pd = ibv_pd;
+	if (usb4_in_fork_child("reg_mr")) {
+		errno = ENOSYS;
+		return NULL;
+	}
 	struct usb4_mr *mr = calloc(1, sizeof(*mr));
 	uint32_t handle, lkey, rkey;
 	if (!mr) {
@@ -155,6 +161,8 @@ static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_v
 static int usb4_dereg_mr(void *verbs_mr)
 {
 	struct usb4_mr *mr = verbs_mr;
+	if (usb4_in_fork_child("dereg_mr"))
+		return ENOSYS;
 	int err = usb4goDeregMR(mr->go);
 	if (err)
 		return err;
@@ -162,7 +170,7 @@ static int usb4_dereg_mr(void *verbs_mr)
 	return 0;
 }
 
-static void set_slot(void **buf, size_t nslots, enum usb4_op op, void *fn)
+void usb4_set_slot(void **buf, size_t nslots, int op, void *fn)
 {
 	int16_t slot = usb4_abi_get()->slots[op];
 	if (slot >= 0 && (size_t)slot < nslots)
@@ -171,10 +179,11 @@ static void set_slot(void **buf, size_t nslots, enum usb4_op op, void *fn)
 
 void usb4_install_control_ops(void **buf, size_t nslots)
 {
-	set_slot(buf, nslots, USB4_OP_query_device_ex, (void *)usb4_query_device_ex);
-	set_slot(buf, nslots, USB4_OP_query_port, (void *)usb4_query_port);
-	set_slot(buf, nslots, USB4_OP_alloc_pd, (void *)usb4_alloc_pd);
-	set_slot(buf, nslots, USB4_OP_dealloc_pd, (void *)usb4_dealloc_pd);
-	set_slot(buf, nslots, USB4_OP_reg_mr, (void *)usb4_reg_mr);
-	set_slot(buf, nslots, USB4_OP_dereg_mr, (void *)usb4_dereg_mr);
+	usb4_set_slot(buf, nslots, USB4_OP_query_device_ex, (void *)usb4_query_device_ex);
+	usb4_set_slot(buf, nslots, USB4_OP_query_port, (void *)usb4_query_port);
+	usb4_set_slot(buf, nslots, USB4_OP_alloc_pd, (void *)usb4_alloc_pd);
+	usb4_set_slot(buf, nslots, USB4_OP_dealloc_pd, (void *)usb4_dealloc_pd);
+	usb4_set_slot(buf, nslots, USB4_OP_reg_mr, (void *)usb4_reg_mr);
+	usb4_set_slot(buf, nslots, USB4_OP_dereg_mr, (void *)usb4_dereg_mr);
+	usb4_install_object_ops(buf, nslots);
 }

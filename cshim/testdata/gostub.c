@@ -80,3 +80,83 @@ int usb4goDeregMR(uintptr_t mr)
 	(void)mr;
 	return EOPNOTSUPP;
 }
+
+// Objects: every create fails, as without a kernel; destroy of an unknown
+// handle is EBADF, as in the Go handle table.
+int usb4goCreateCQ(uintptr_t ctx, int cqe, int channel_fd, int comp_vector, uint64_t user_handle,
+		   struct usb4_obj_info *out)
+{
+	(void)ctx, (void)cqe, (void)channel_fd, (void)comp_vector, (void)user_handle, (void)out;
+	return EOPNOTSUPP;
+}
+
+int usb4goDestroyCQ(uintptr_t cq)
+{
+	(void)cq;
+	return EBADF;
+}
+
+int usb4goCreateQP(uintptr_t pd, struct usb4_qp_req *req, struct usb4_obj_info *out)
+{
+	(void)pd, (void)req, (void)out;
+	return EOPNOTSUPP;
+}
+
+int usb4goModifyQP(uintptr_t qp, struct usb4_ibv_qp_attr *attr, int mask)
+{
+	(void)qp, (void)attr, (void)mask;
+	return EBADF;
+}
+
+int usb4goQueryQP(uintptr_t qp, int mask, struct usb4_ibv_qp_attr *attr, struct usb4_ibv_qp_cap *init_cap,
+		  int32_t *sq_sig_all)
+{
+	(void)qp, (void)mask, (void)attr, (void)init_cap, (void)sq_sig_all;
+	return EBADF;
+}
+
+int usb4goDestroyQP(uintptr_t qp)
+{
+	(void)qp;
+	return EBADF;
+}
+
+int usb4goCreateSRQ(uintptr_t pd, uint64_t user_handle, struct usb4_ibv_srq_attr *attr, struct usb4_obj_info *out)
+{
+	(void)pd, (void)user_handle, (void)attr, (void)out;
+	return EOPNOTSUPP;
+}
+
+int usb4goModifySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr, int mask)
+{
+	(void)srq, (void)attr, (void)mask;
+	return EBADF;
+}
+
+int usb4goQuerySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr)
+{
+	(void)srq, (void)attr;
+	return EBADF;
+}
+
+int usb4goDestroySRQ(uintptr_t srq)
+{
+	(void)srq;
+	return EBADF;
+}
+
+int usb4goCreateAH(uintptr_t pd, struct usb4_ibv_ah_attr *attr, struct usb4_obj_info *out)
+{
+	(void)pd, (void)attr, (void)out;
+	return EOPNOTSUPP;
+}
+
+int usb4goDestroyAH(uintptr_t ah)
+{
+	(void)ah;
+	return EBADF;
+}
+
+void usb4goWarm(void)
+{
+}

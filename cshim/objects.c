@@ -1,0 +1,404 @@
+// CQ, QP, SRQ and AH ops. Control ops call Go (objects.go); the data-path
+// ops (post_send, post_recv, post_srq_recv, poll_cq, req_notify_cq) are C
+// trampolines straight into the engine of provider/dataplane and never enter
+// Go (DESIGN.md decision 1). Each object is one C allocation: libibverbs'
+// struct first (it hands us back that pointer), then our Go handle and the
+// engine's object. What core does with the objects before and after each op
+// is rdma-core-private-abi.md §7.2.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "shim.h"
+#include "zopslayout.h"
+
+// Public layouts (rdma-core-private-abi.md Appendix B, §5).
+_Static_assert(sizeof(struct usb4_ibv_global_route) == 24, "ibv_global_route is 24 bytes");
+_Static_assert(sizeof(struct usb4_ibv_ah_attr) == 32, "ibv_ah_attr is 32 bytes");
+_Static_assert(sizeof(struct usb4_ibv_qp_cap) == 20, "ibv_qp_cap is 20 bytes");
+_Static_assert(sizeof(struct usb4_ibv_qp_attr) == 144, "ibv_qp_attr is 144 bytes");
+_Static_assert(offsetof(struct usb4_ibv_qp_attr, cap) == 36, "ibv_qp_attr.cap@36");
+_Static_assert(offsetof(struct usb4_ibv_qp_attr, ah_attr) == 56, "ibv_qp_attr.ah_attr@56");
+_Static_assert(offsetof(struct usb4_ibv_qp_attr, pkey_index) == 120, "ibv_qp_attr.pkey_index@120");
+_Static_assert(offsetof(struct usb4_ibv_qp_attr, rate_limit) == 136, "ibv_qp_attr.rate_limit@136");
+_Static_assert(sizeof(struct usb4_ibv_qp_init_attr) == 64, "ibv_qp_init_attr is 64 bytes");
+_Static_assert(offsetof(struct usb4_ibv_qp_init_attr, cap) == 32, "ibv_qp_init_attr.cap@32");
+_Static_assert(offsetof(struct usb4_ibv_qp_init_attr, qp_type) == 52, "ibv_qp_init_attr.qp_type@52");
+_Static_assert(sizeof(pthread_mutex_t) == 40 && sizeof(pthread_cond_t) == 48, "LP64 glibc pthread sizes");
+
+enum {
+	// struct ibv_comp_channel
+	IBV_COMP_CHANNEL_FD = 8,
+	// struct verbs_cq (union of ibv_cq and ibv_cq_ex)
+	VERBS_CQ_SIZE = 288,
+	IBV_CQ_HANDLE = 24,
+	IBV_CQ_CQE = 28,
+	// struct ibv_qp; verbs_qp is 360/368/376 bytes depending on the release
+	IBV_QP_CONTEXT = 0,
+	IBV_QP_QP_CONTEXT = 8,
+	IBV_QP_PD = 16,
+	IBV_QP_SEND_CQ = 24,
+	IBV_QP_RECV_CQ = 32,
+	IBV_QP_SRQ = 40,
+	IBV_QP_HANDLE = 48,
+	IBV_QP_QP_NUM = 52,
+	IBV_QP_STATE = 56,
+	IBV_QP_QP_TYPE = 60,
+	IBV_QP_MUTEX = 64,
+	IBV_QP_COND = 104,
+	IBV_QP_EVENTS_COMPLETED = 152,
+	VERBS_QP_MAX_SIZE = 376,
+	// struct ibv_srq
+	IBV_SRQ_SIZE = 128,
+	IBV_SRQ_HANDLE = 24,
+	// enum ibv_qp_attr_mask
+	IBV_QP_ATTR_STATE = 1,
+};
+
+// The ibv_cq/ibv_qp/ibv_srq pointer libibverbs hands back is our pointer.
+struct usb4_cq {
+	unsigned char verbs_cq[VERBS_CQ_SIZE];
+	uintptr_t go;
+	struct usb4v_cq *eng;
+};
+
+struct usb4_qp {
+	// Zeroed up to the largest verbs_qp: comp_mask must stay 0 at every
+	// release's offset (no VERBS_QP_EX, no VERBS_QP_XRCD).
+	unsigned char verbs_qp[VERBS_QP_MAX_SIZE];
+	uintptr_t go;
+	struct usb4v_qp *eng;
+};
+
+struct usb4_srq {
+	unsigned char ibv_srq[IBV_SRQ_SIZE];
+	uintptr_t go;
+	struct usb4v_srq *eng;
+};
+
+// The engine casts ibv_ah * to struct usb4v_ah *, whose first member is the
+// ibv_ah; our Go handle follows it.
+struct usb4_ah {
+	struct usb4v_ah eng;
+	uintptr_t go;
+};
+
+static void put32(void *obj, size_t off, uint32_t v)
+{
+	memcpy((char *)obj + off, &v, sizeof(v));
+}
+
+static void putptr(void *obj, size_t off, void *v)
+{
+	memcpy((char *)obj + off, &v, sizeof(v));
+}
+
+static void *getptr(const void *obj, size_t off)
+{
+	void *v;
+	memcpy(&v, (const char *)obj + off, sizeof(v));
+	return v;
+}
+
+static void *fail_null(int err)
+{
+	errno = err;
+	return NULL;
+}
+
+// ---- CQ ----
+
+static void *usb4_create_cq(void *ibv_ctx, int cqe, void *channel, int comp_vector)
+{
+	if (cqe <= 0 || comp_vector < 0)
+		return fail_null(EINVAL);
+	if (usb4_in_fork_child("create_cq"))
+		return fail_null(ENOSYS);
+	struct usb4_cq *cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return fail_null(ENOMEM);
+	int chfd = -1;
+	if (channel)
+		memcpy(&chfd, (char *)channel + IBV_COMP_CHANNEL_FD, sizeof(chfd));
+	struct usb4_obj_info info = {0};
+	// user_handle = the ibv_cq: ibv_get_cq_event casts it back.
+	int err = usb4goCreateCQ(usb4_ctx_handle(ibv_ctx), cqe, chfd, comp_vector, (uint64_t)(uintptr_t)cq, &info);
+	if (err) {
+		free(cq);
+		return fail_null(err);
+	}
+	cq->go = info.go;
+	cq->eng = info.eng;
+	// context, channel, cq_context, mutex, cond and the event counters are
+	// set by verbs_init_cq in core after we return.
+	put32(cq->verbs_cq, IBV_CQ_HANDLE, info.handle);
+	put32(cq->verbs_cq, IBV_CQ_CQE, info.num);
+	return cq;
+}
+
+static int usb4_destroy_cq(void *ibv_cq)
+{
+	struct usb4_cq *cq = ibv_cq;
+	if (usb4_in_fork_child("destroy_cq"))
+		return ENOSYS;
+	int err = usb4goDestroyCQ(cq->go);
+	if (err)
+		return err;
+	free(cq);
+	return 0;
+}
+
+static int usb4_poll_cq(void *ibv_cq, int ne, void *wc)
+{
+	return usb4v_poll_cq(((struct usb4_cq *)ibv_cq)->eng, ne, wc);
+}
+
+static int usb4_req_notify_cq(void *ibv_cq, int solicited_only)
+{
+	return usb4v_req_notify_cq(((struct usb4_cq *)ibv_cq)->eng, solicited_only);
+}
+
+// ---- QP ----
+
+static void *usb4_create_qp(void *ibv_pd, void *init)
+{
+	struct usb4_pd *pd = ibv_pd;
+	struct usb4_ibv_qp_init_attr *ia = init;
+	if (!ia || !ia->send_cq || !ia->recv_cq)
+		return fail_null(EINVAL);
+	if (usb4_in_fork_child("create_qp"))
+		return fail_null(ENOSYS);
+	struct usb4_qp *qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return fail_null(ENOMEM);
+	struct usb4_qp_req req = {
+		.send_cq = ((struct usb4_cq *)ia->send_cq)->go,
+		.recv_cq = ((struct usb4_cq *)ia->recv_cq)->go,
+		.srq = ia->srq ? ((struct usb4_srq *)ia->srq)->go : 0,
+		.user_handle = (uint64_t)(uintptr_t)qp, // async events map back to the ibv_qp
+		.qp_type = ia->qp_type,
+		.sq_sig_all = ia->sq_sig_all,
+		.cap = ia->cap,
+	};
+	struct usb4_obj_info info = {0};
+	int err = usb4goCreateQP(pd->go, &req, &info);
+	if (err) {
+		free(qp);
+		return fail_null(err);
+	}
+	qp->go = info.go;
+	qp->eng = info.eng;
+	// Core sets nothing on ibv_create_qp: every field is ours.
+	void *q = qp->verbs_qp;
+	putptr(q, IBV_QP_CONTEXT, getptr(pd->ibv_pd, IBV_PD_CONTEXT));
+	putptr(q, IBV_QP_QP_CONTEXT, ia->qp_context);
+	putptr(q, IBV_QP_PD, pd);
+	putptr(q, IBV_QP_SEND_CQ, ia->send_cq);
+	putptr(q, IBV_QP_RECV_CQ, ia->recv_cq);
+	putptr(q, IBV_QP_SRQ, ia->srq);
+	put32(q, IBV_QP_HANDLE, info.handle);
+	put32(q, IBV_QP_QP_NUM, info.num);
+	put32(q, IBV_QP_STATE, 0); // IBV_QPS_RESET
+	put32(q, IBV_QP_QP_TYPE, ia->qp_type);
+	put32(q, IBV_QP_EVENTS_COMPLETED, 0);
+	pthread_mutex_init((pthread_mutex_t *)(qp->verbs_qp + IBV_QP_MUTEX), NULL);
+	pthread_cond_init((pthread_cond_t *)(qp->verbs_qp + IBV_QP_COND), NULL);
+	// Report the granted sizes, as rdma-core providers do.
+	ia->cap = req.cap;
+	return qp;
+}
+
+static int usb4_modify_qp(void *ibv_qp, void *attr, int mask)
+{
+	struct usb4_qp *qp = ibv_qp;
+	if (!attr)
+		return EINVAL;
+	if (usb4_in_fork_child("modify_qp"))
+		return ENOSYS;
+	int err = usb4goModifyQP(qp->go, attr, mask);
+	if (err)
+		return err;
+	// Core updates qp->state; the engine keeps its own copy (no receives in
+	// RESET on rxe).
+	if (mask & IBV_QP_ATTR_STATE)
+		usb4v_qp_set_state(qp->eng, (int)((struct usb4_ibv_qp_attr *)attr)->qp_state);
+	return 0;
+}
+
+static int usb4_query_qp(void *ibv_qp, void *attr, int mask, void *init)
+{
+	struct usb4_qp *qp = ibv_qp;
+	struct usb4_ibv_qp_init_attr *ia = init;
+	if (!attr || !ia)
+		return EINVAL;
+	if (usb4_in_fork_child("query_qp"))
+		return ENOSYS;
+	struct usb4_ibv_qp_cap cap = {0};
+	int32_t sig_all = 0;
+	int err = usb4goQueryQP(qp->go, mask, attr, &cap, &sig_all);
+	if (err)
+		return err;
+	memset(ia, 0, sizeof(*ia));
+	ia->qp_context = getptr(qp->verbs_qp, IBV_QP_QP_CONTEXT);
+	ia->send_cq = getptr(qp->verbs_qp, IBV_QP_SEND_CQ);
+	ia->recv_cq = getptr(qp->verbs_qp, IBV_QP_RECV_CQ);
+	ia->srq = getptr(qp->verbs_qp, IBV_QP_SRQ);
+	ia->cap = cap;
+	memcpy(&ia->qp_type, qp->verbs_qp + IBV_QP_QP_TYPE, sizeof(ia->qp_type));
+	ia->sq_sig_all = sig_all;
+	return 0;
+}
+
+static int usb4_destroy_qp(void *ibv_qp)
+{
+	struct usb4_qp *qp = ibv_qp;
+	if (usb4_in_fork_child("destroy_qp"))
+		return ENOSYS;
+	int err = usb4goDestroyQP(qp->go);
+	if (err)
+		return err;
+	pthread_cond_destroy((pthread_cond_t *)(qp->verbs_qp + IBV_QP_COND));
+	pthread_mutex_destroy((pthread_mutex_t *)(qp->verbs_qp + IBV_QP_MUTEX));
+	free(qp);
+	return 0;
+}
+
+static int usb4_post_send(void *ibv_qp, void *wr, void *bad)
+{
+	return usb4v_post_send(((struct usb4_qp *)ibv_qp)->eng, wr, bad);
+}
+
+static int usb4_post_recv(void *ibv_qp, void *wr, void *bad)
+{
+	return usb4v_post_recv(((struct usb4_qp *)ibv_qp)->eng, wr, bad);
+}
+
+// ---- SRQ ----
+
+// create_srq(pd, ibv_srq_init_attr *): srq_context@0, attr@8. Core sets
+// context, srq_context, pd, events_completed, mutex and cond afterwards.
+static void *usb4_create_srq(void *ibv_pd, void *init)
+{
+	struct usb4_pd *pd = ibv_pd;
+	if (!init)
+		return fail_null(EINVAL);
+	if (usb4_in_fork_child("create_srq"))
+		return fail_null(ENOSYS);
+	struct usb4_srq *srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return fail_null(ENOMEM);
+	struct usb4_ibv_srq_attr *attr = (struct usb4_ibv_srq_attr *)((char *)init + sizeof(void *));
+	struct usb4_obj_info info = {0};
+	int err = usb4goCreateSRQ(pd->go, (uint64_t)(uintptr_t)srq, attr, &info);
+	if (err) {
+		free(srq);
+		return fail_null(err);
+	}
+	srq->go = info.go;
+	srq->eng = info.eng;
+	put32(srq->ibv_srq, IBV_SRQ_HANDLE, info.handle);
+	return srq;
+}
+
+static int usb4_modify_srq(void *ibv_srq, void *attr, int mask)
+{
+	if (!attr)
+		return EINVAL;
+	if (usb4_in_fork_child("modify_srq"))
+		return ENOSYS;
+	return usb4goModifySRQ(((struct usb4_srq *)ibv_srq)->go, attr, mask);
+}
+
+static int usb4_query_srq(void *ibv_srq, void *attr)
+{
+	if (!attr)
+		return EINVAL;
+	if (usb4_in_fork_child("query_srq"))
+		return ENOSYS;
+	return usb4goQuerySRQ(((struct usb4_srq *)ibv_srq)->go, attr);
+}
+
+static int usb4_destroy_srq(void *ibv_srq)
+{
+	struct usb4_srq *srq = ibv_srq;
+	if (usb4_in_fork_child("destroy_srq"))
+		return ENOSYS;
+	int err = usb4goDestroySRQ(srq->go);
+	if (err)
+		return err;
+	free(srq);
+	return 0;
+}
+
+static int usb4_post_srq_recv(void *ibv_srq, void *wr, void *bad)
+{
+	return usb4v_post_srq_recv(((struct usb4_srq *)ibv_srq)->eng, wr, bad);
+}
+
+// ---- AH ----
+
+static void *usb4_create_ah(void *ibv_pd, void *attr)
+{
+	struct usb4_pd *pd = ibv_pd;
+	if (!attr)
+		return fail_null(EINVAL);
+	if (usb4_in_fork_child("create_ah"))
+		return fail_null(ENOSYS);
+	struct usb4_ah *ah = calloc(1, sizeof(*ah));
+	if (!ah)
+		return fail_null(ENOMEM);
+	struct usb4_obj_info info = {0};
+	int err = usb4goCreateAH(pd->go, attr, &info);
+	if (err) {
+		free(ah);
+		return fail_null(err);
+	}
+	ah->go = info.go;
+	// Core sets ah->context and ah->pd after we return.
+	ah->eng.ibv_ah.handle = info.handle;
+	ah->eng.ah_num = info.num;
+	return ah;
+}
+
+static int usb4_destroy_ah(void *ibv_ah)
+{
+	struct usb4_ah *ah = ibv_ah;
+	if (usb4_in_fork_child("destroy_ah"))
+		return ENOSYS;
+	int err = usb4goDestroyAH(ah->go);
+	if (err)
+		return err;
+	free(ah);
+	return 0;
+}
+
+void usb4_install_object_ops(void **buf, size_t n)
+{
+	usb4_set_slot(buf, n, USB4_OP_create_cq, (void *)usb4_create_cq);
+	usb4_set_slot(buf, n, USB4_OP_destroy_cq, (void *)usb4_destroy_cq);
+	usb4_set_slot(buf, n, USB4_OP_poll_cq, (void *)usb4_poll_cq);
+	usb4_set_slot(buf, n, USB4_OP_req_notify_cq, (void *)usb4_req_notify_cq);
+	usb4_set_slot(buf, n, USB4_OP_create_qp, (void *)usb4_create_qp);
+	usb4_set_slot(buf, n, USB4_OP_modify_qp, (void *)usb4_modify_qp);
+	usb4_set_slot(buf, n, USB4_OP_query_qp, (void *)usb4_query_qp);
+	usb4_set_slot(buf, n, USB4_OP_destroy_qp, (void *)usb4_destroy_qp);
+	usb4_set_slot(buf, n, USB4_OP_post_send, (void *)usb4_post_send);
+	usb4_set_slot(buf, n, USB4_OP_post_recv, (void *)usb4_post_recv);
+	usb4_set_slot(buf, n, USB4_OP_create_srq, (void *)usb4_create_srq);
+	usb4_set_slot(buf, n, USB4_OP_modify_srq, (void *)usb4_modify_srq);
+	usb4_set_slot(buf, n, USB4_OP_query_srq, (void *)usb4_query_srq);
+	usb4_set_slot(buf, n, USB4_OP_destroy_srq, (void *)usb4_destroy_srq);
+	usb4_set_slot(buf, n, USB4_OP_post_srq_recv, (void *)usb4_post_srq_recv);
+	usb4_set_slot(buf, n, USB4_OP_create_ah, (void *)usb4_create_ah);
+	usb4_set_slot(buf, n, USB4_OP_destroy_ah, (void *)usb4_destroy_ah);
+	// Left to libibverbs' dummies on purpose, for the errno contracts of
+	// rdma-core-private-abi.md / usb4-kernel-and-consumers.md §3:
+	// create_cq_ex (NULL, EOPNOTSUPP: UCX and perftest fall back to
+	// create_cq), query_ece/set_ece (return EOPNOTSUPP: NCCL), reg_dmabuf_mr
+	// (EOPNOTSUPP: the dmabuf probe says unsupported), query_port_speed
+	// (EOPNOTSUPP), create_qp_ex/create_srq_ex (EOPNOTSUPP unless the plain
+	// PD-only form, which ibv_create_qp_ex routes to create_qp).
+}

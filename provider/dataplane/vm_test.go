@@ -1,0 +1,616 @@
+package dataplane_test
+
+// Real-kernel tests: Soft-RoCE rxe0/rxe1 in the VM (tests/vm/run.sh sets
+// USB4VERBS_VM=1, USB4VERBS_DEV0/1 and USB4VERBS_GID0/1). The control path
+// (package provider) creates the kernel objects; the engine maps the rings
+// itself through the command fd and moves every byte checked below.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"usb4verbs/provider"
+	"usb4verbs/provider/dataplane"
+	"usb4verbs/uapi"
+)
+
+const vmAccess = uapi.IB_UVERBS_ACCESS_LOCAL_WRITE | uapi.IB_UVERBS_ACCESS_REMOTE_WRITE |
+	uapi.IB_UVERBS_ACCESS_REMOTE_READ | uapi.IB_UVERBS_ACCESS_REMOTE_ATOMIC
+
+type vmSide struct {
+	ctx    *provider.Context
+	pd     *provider.PD
+	buf    []byte
+	mr     *provider.MR
+	gidIdx int
+	gid    provider.GID
+}
+
+func vmSides(t *testing.T) (*vmSide, *vmSide) {
+	t.Helper()
+	if os.Getenv("USB4VERBS_VM") != "1" {
+		t.Skip("needs the VM (USB4VERBS_VM=1, tests/vm/run.sh)")
+	}
+	open := func(i string) *vmSide {
+		g, err := strconv.Atoi(os.Getenv("USB4VERBS_GID" + i))
+		if err != nil {
+			t.Fatalf("USB4VERBS_GID%s: %v", i, err)
+		}
+		ctx, err := provider.Open(os.Getenv("USB4VERBS_DEV" + i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ctx.Close() })
+		pd, err := ctx.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unix.Munmap(buf) })
+		a := uintptr(unsafe.Pointer(&buf[0]))
+		mr, err := pd.RegMR(a, uint64(len(buf)), uint64(a), vmAccess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gid, err := ctx.QueryGID(1, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &vmSide{ctx: ctx, pd: pd, buf: buf, mr: mr, gidIdx: g, gid: gid}
+	}
+	return open("0"), open("1")
+}
+
+func (s *vmSide) sge(off, n int) dataplane.SGE {
+	return dataplane.SGE{Addr: s.addr(off), Length: uint32(n), LKey: s.mr.LKey()}
+}
+
+func (s *vmSide) addr(off int) uint64 { return uint64(uintptr(unsafe.Pointer(&s.buf[off]))) }
+
+// newCQ creates a kernel CQ and its engine object on the rxe ring.
+func (s *vmSide) newCQ(t *testing.T, cqe int, ch *provider.CompChannel) (*provider.CQ, *dataplane.CQ) {
+	t.Helper()
+	cq, err := s.ctx.CreateCQ(provider.CQAttr{CQE: cqe, Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi, ok := cq.RxeQueue()
+	if !ok {
+		t.Fatal("create_cq answered no rxe mmap info")
+	}
+	d, err := dataplane.NewCQ(nil, s.ctx.CmdFD(), cq.Handle(), cq.CQE())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AttachRxe(nil, mi.Offset, mi.Size); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if d.Backend() != dataplane.BackendRxe {
+		t.Fatalf("cq backend %s", d.Backend())
+	}
+	return cq, d
+}
+
+type vmQP struct {
+	qp  *provider.QP
+	d   *dataplane.QP
+	typ provider.QPType
+}
+
+func (s *vmSide) newQP(t *testing.T, typ provider.QPType, cq *provider.CQ, dcq *dataplane.CQ,
+	srq *provider.SRQ, dsrq *dataplane.SRQ) *vmQP {
+	t.Helper()
+	qp, err := s.pd.CreateQP(provider.QPInitAttr{Type: typ, SendCQ: cq, RecvCQ: cq, SRQ: srq,
+		Cap: provider.QPCap{MaxSendWR: 128, MaxRecvWR: 128, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := qp.InitAttr().Cap
+	rq, sq, ok := qp.RxeQueues()
+	if !ok {
+		t.Fatal("create_qp answered no rxe mmap info")
+	}
+	d, err := dataplane.NewQP(dataplane.QPConfig{CmdFd: s.ctx.CmdFD(), Handle: qp.Handle(), QPNum: qp.QPN(),
+		Type: uint32(typ), MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE, MaxInline: c.MaxInlineData,
+		SendCQ: dcq, RecvCQ: dcq, SRQ: dsrq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := d.AttachRxe(nil, sq.Offset, sq.Size, nil, rq.Offset, rq.Size); err != nil {
+		t.Fatal(err)
+	}
+	return &vmQP{qp: qp, d: d, typ: typ}
+}
+
+// connect brings a to RTS towards b.
+func connect(t *testing.T, a *vmQP, local, remote *vmSide, b *vmQP) {
+	t.Helper()
+	step := func(attr provider.QPAttr, mask uint32) {
+		if err := a.qp.Modify(&attr, mask); err != nil {
+			t.Fatal(err)
+		}
+		a.d.SetState(int(attr.State))
+	}
+	if a.typ == provider.QPTypeUD {
+		step(provider.QPAttr{State: uapi.IB_QPS_INIT, Port: 1, QKey: 0x1111}, uapi.IB_QP_STATE|uapi.IB_QP_PKEY_INDEX|uapi.IB_QP_PORT|uapi.IB_QP_QKEY)
+		step(provider.QPAttr{State: uapi.IB_QPS_RTR}, uapi.IB_QP_STATE)
+		step(provider.QPAttr{State: uapi.IB_QPS_RTS}, uapi.IB_QP_STATE|uapi.IB_QP_SQ_PSN)
+		return
+	}
+	access := uint32(uapi.IB_UVERBS_ACCESS_LOCAL_WRITE | uapi.IB_UVERBS_ACCESS_REMOTE_WRITE)
+	if a.typ == provider.QPTypeRC {
+		access |= uapi.IB_UVERBS_ACCESS_REMOTE_READ | uapi.IB_UVERBS_ACCESS_REMOTE_ATOMIC
+	}
+	step(provider.QPAttr{State: uapi.IB_QPS_INIT, Port: 1, AccessFlags: access},
+		uapi.IB_QP_STATE|uapi.IB_QP_PKEY_INDEX|uapi.IB_QP_PORT|uapi.IB_QP_ACCESS_FLAGS)
+	rtr := provider.QPAttr{State: uapi.IB_QPS_RTR, PathMTU: uapi.IB_MTU_1024, DestQPN: b.qp.QPN(),
+		AH: provider.AHAttr{IsGlobal: true, Port: 1, GRH: provider.GlobalRoute{DGID: remote.gid, SGIDIndex: uint8(local.gidIdx), HopLimit: 64}}}
+	mask := uint32(uapi.IB_QP_STATE | uapi.IB_QP_AV | uapi.IB_QP_PATH_MTU | uapi.IB_QP_DEST_QPN | uapi.IB_QP_RQ_PSN)
+	if a.typ == provider.QPTypeRC {
+		rtr.MaxDestRdAtomic, rtr.MinRNRTimer = 1, 12
+		mask |= uapi.IB_QP_MAX_DEST_RD_ATOMIC | uapi.IB_QP_MIN_RNR_TIMER
+	}
+	step(rtr, mask)
+	rts := provider.QPAttr{State: uapi.IB_QPS_RTS}
+	mask = uapi.IB_QP_STATE | uapi.IB_QP_SQ_PSN
+	if a.typ == provider.QPTypeRC {
+		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRdAtomic = 14, 7, 7, 1
+		mask |= uapi.IB_QP_TIMEOUT | uapi.IB_QP_RETRY_CNT | uapi.IB_QP_RNR_RETRY | uapi.IB_QP_MAX_QP_RD_ATOMIC
+	}
+	step(rts, mask)
+}
+
+// vmPoll polls until n completions arrived (10 s budget).
+func vmPoll(t *testing.T, cq *dataplane.CQ, n int) []dataplane.WC {
+	t.Helper()
+	var out []dataplane.WC
+	wc := make([]dataplane.WC, 32)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(out) < n {
+		k, err := cq.Poll(wc[:min(len(wc), n-len(out))])
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		out = append(out, wc[:k]...)
+		if k == 0 && time.Now().After(deadline) {
+			t.Fatalf("%d of %d completions after 10 s: %+v", len(out), n, out)
+		}
+	}
+	for _, c := range out {
+		if c.Status != dataplane.WCSuccess {
+			t.Fatalf("completion failed: %+v", c)
+		}
+	}
+	return out
+}
+
+type rcPair struct {
+	a, b       *vmSide
+	qa, qb     *vmQP
+	dcqA, dcqB *dataplane.CQ
+}
+
+func newPair(t *testing.T, typ provider.QPType, cqe int) *rcPair {
+	a, b := vmSides(t)
+	p := &rcPair{a: a, b: b}
+	cqA, dcqA := a.newCQ(t, cqe, nil)
+	cqB, dcqB := b.newCQ(t, cqe, nil)
+	p.dcqA, p.dcqB = dcqA, dcqB
+	p.qa = a.newQP(t, typ, cqA, dcqA, nil, nil)
+	p.qb = b.newQP(t, typ, cqB, dcqB, nil, nil)
+	connect(t, p.qa, a, b, p.qb)
+	connect(t, p.qb, b, a, p.qa)
+	return p
+}
+
+func fillSeed(b []byte, seed byte) {
+	for i := range b {
+		b[i] = seed ^ byte(i*13)
+	}
+}
+
+func TestVMRCOperations(t *testing.T) {
+	p := newPair(t, provider.QPTypeRC, 256)
+	a, b := p.a, p.b
+	fillSeed(a.buf[:8192], 1)
+	// Receives: a multi-SGE one, one for SEND_WITH_IMM, one inline target,
+	// and a 0-SGE one for RDMA_WRITE_WITH_IMM.
+	err := p.qb.d.PostRecv([]dataplane.RecvWR{
+		{WrID: 1, SGEs: []dataplane.SGE{b.sge(0, 100), b.sge(1000, 412)}},
+		{WrID: 2, SGEs: []dataplane.SGE{b.sge(2000, 256)}},
+		{WrID: 3, SGEs: []dataplane.SGE{b.sge(3000, 64)}},
+		{WrID: 4},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	imm := binary.BigEndian.Uint32([]byte{0xca, 0xfe, 0xf0, 0x0d})
+	err = p.qa.d.PostSend([]dataplane.SendWR{
+		{WrID: 11, Opcode: dataplane.WRSend, Flags: dataplane.SendSignaled, SGEs: []dataplane.SGE{a.sge(0, 300), a.sge(4000, 212)}},
+		{WrID: 12, Opcode: dataplane.WRSendWithImm, Flags: dataplane.SendSignaled, ImmData: imm, SGEs: []dataplane.SGE{a.sge(500, 256)}},
+		{WrID: 13, Opcode: dataplane.WRSend, Flags: dataplane.SendSignaled | dataplane.SendInline, SGEs: []dataplane.SGE{a.sge(800, 40), a.sge(900, 24)}},
+		{WrID: 14, Opcode: dataplane.WRRDMAWrite, Flags: dataplane.SendSignaled, SGEs: []dataplane.SGE{a.sge(1000, 3000)},
+			RemoteAddr: b.addr(10000), RKey: b.mr.RKey()},
+		{WrID: 15, Opcode: dataplane.WRRDMAWriteWithImm, Flags: dataplane.SendSignaled, ImmData: 0x01000000, SGEs: []dataplane.SGE{a.sge(5000, 777)},
+			RemoteAddr: b.addr(20000), RKey: b.mr.RKey()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := vmPoll(t, p.dcqA, 5)
+	for i, c := range s {
+		if c.WrID != uint64(11+i) {
+			t.Fatalf("send completion %d: %+v", i, c)
+		}
+	}
+	r := vmPoll(t, p.dcqB, 4)
+	if r[0].WrID != 1 || r[0].Opcode != dataplane.WCRecv || r[0].ByteLen != 512 {
+		t.Fatalf("recv 1 %+v", r[0])
+	}
+	if r[1].WrID != 2 || r[1].WCFlags&dataplane.WCWithImm == 0 || r[1].ImmData != imm {
+		t.Fatalf("recv 2 %+v", r[1])
+	}
+	if r[2].WrID != 3 || r[2].ByteLen != 64 {
+		t.Fatalf("recv 3 %+v", r[2])
+	}
+	if r[3].WrID != 4 || r[3].Opcode != dataplane.WCRecvRDMAWithImm || r[3].ImmData != 0x01000000 || r[3].ByteLen != 777 {
+		t.Fatalf("recv 4 %+v", r[3])
+	}
+	sent := append(append([]byte{}, a.buf[0:300]...), a.buf[4000:4212]...)
+	got := append(append([]byte{}, b.buf[0:100]...), b.buf[1000:1412]...)
+	inl := append(append([]byte{}, a.buf[800:840]...), a.buf[900:924]...)
+	switch {
+	case !bytes.Equal(got, sent):
+		t.Fatal("multi-SGE send: bytes differ")
+	case !bytes.Equal(b.buf[2000:2256], a.buf[500:756]):
+		t.Fatal("send with imm: bytes differ")
+	case !bytes.Equal(b.buf[3000:3064], inl):
+		t.Fatal("inline send: bytes differ")
+	case !bytes.Equal(b.buf[10000:13000], a.buf[1000:4000]):
+		t.Fatal("rdma write: bytes differ")
+	case !bytes.Equal(b.buf[20000:20777], a.buf[5000:5777]):
+		t.Fatal("rdma write with imm: bytes differ")
+	}
+
+	// RDMA READ and the two atomics.
+	fillSeed(b.buf[30000:34096], 7)
+	binary.LittleEndian.PutUint64(b.buf[40000:], 100)
+	err = p.qa.d.PostSend([]dataplane.SendWR{
+		{WrID: 21, Opcode: dataplane.WRRDMARead, Flags: dataplane.SendSignaled, SGEs: []dataplane.SGE{a.sge(50000, 4096)},
+			RemoteAddr: b.addr(30000), RKey: b.mr.RKey()},
+		{WrID: 22, Opcode: dataplane.WRAtomicFetchAdd, Flags: dataplane.SendSignaled, SGEs: []dataplane.SGE{a.sge(60000, 8)},
+			RemoteAddr: b.addr(40000), RKey: b.mr.RKey(), CompareAdd: 23},
+		{WrID: 23, Opcode: dataplane.WRAtomicCmpAndSwp, Flags: dataplane.SendSignaled, SGEs: []dataplane.SGE{a.sge(60008, 8)},
+			RemoteAddr: b.addr(40000), RKey: b.mr.RKey(), CompareAdd: 123, Swap: 999},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = vmPoll(t, p.dcqA, 3)
+	if s[0].Opcode != dataplane.WCRDMARead || s[1].Opcode != dataplane.WCFetchAdd || s[2].Opcode != dataplane.WCCompSwap {
+		t.Fatalf("read/atomic completions %+v", s)
+	}
+	if !bytes.Equal(a.buf[50000:54096], b.buf[30000:34096]) {
+		t.Fatal("rdma read: bytes differ")
+	}
+	if v := binary.LittleEndian.Uint64(a.buf[60000:]); v != 100 {
+		t.Fatalf("fetch-add returned %d", v)
+	}
+	if v := binary.LittleEndian.Uint64(a.buf[60008:]); v != 123 {
+		t.Fatalf("cmp-swap returned %d", v)
+	}
+	if v := binary.LittleEndian.Uint64(b.buf[40000:]); v != 999 {
+		t.Fatalf("atomic target %d, want 999", v)
+	}
+}
+
+func TestVMUCSendAndWrite(t *testing.T) {
+	p := newPair(t, provider.QPTypeUC, 64)
+	a, b := p.a, p.b
+	fillSeed(a.buf[:4096], 3)
+	if err := p.qb.d.PostRecv([]dataplane.RecvWR{{WrID: 1, SGEs: []dataplane.SGE{b.sge(0, 2048)}}}); err != nil {
+		t.Fatal(err)
+	}
+	err := p.qa.d.PostSend([]dataplane.SendWR{
+		{WrID: 1, Opcode: dataplane.WRSend, Flags: dataplane.SendSignaled, SGEs: []dataplane.SGE{a.sge(0, 2048)}},
+		{WrID: 2, Opcode: dataplane.WRRDMAWrite, Flags: dataplane.SendSignaled, SGEs: []dataplane.SGE{a.sge(2048, 2048)},
+			RemoteAddr: b.addr(8192), RKey: b.mr.RKey()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmPoll(t, p.dcqA, 2)
+	if r := vmPoll(t, p.dcqB, 1)[0]; r.ByteLen != 2048 {
+		t.Fatalf("uc recv %+v", r)
+	}
+	if !bytes.Equal(b.buf[:2048], a.buf[:2048]) || !bytes.Equal(b.buf[8192:10240], a.buf[2048:4096]) {
+		t.Fatal("uc bytes differ")
+	}
+}
+
+func TestVMUDSendThroughAH(t *testing.T) {
+	p := newPair(t, provider.QPTypeUD, 64)
+	a, b := p.a, p.b
+	ah, err := a.pd.CreateAH(provider.AHAttr{IsGlobal: true, Port: 1,
+		GRH: provider.GlobalRoute{DGID: b.gid, SGIDIndex: uint8(a.gidIdx), HopLimit: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ahNum uint32
+	if r := ah.DriverResp(); len(r) >= 4 {
+		ahNum = binary.LittleEndian.Uint32(r) // struct rxe_create_ah_resp.ah_num
+	}
+	dah, err := dataplane.NewAH(ah.Handle(), ahNum, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dah.Close()
+	fillSeed(a.buf[:512], 9)
+	// UD receives carry the 40-byte GRH first.
+	if err := p.qb.d.PostRecv([]dataplane.RecvWR{{WrID: 5, SGEs: []dataplane.SGE{b.sge(0, 40+512)}}}); err != nil {
+		t.Fatal(err)
+	}
+	err = p.qa.d.PostSend([]dataplane.SendWR{{WrID: 6, Opcode: dataplane.WRSend, Flags: dataplane.SendSignaled,
+		SGEs: []dataplane.SGE{a.sge(0, 512)}, AH: dah, RemoteQPN: p.qb.qp.QPN(), RemoteQKey: 0x1111}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmPoll(t, p.dcqA, 1)
+	r := vmPoll(t, p.dcqB, 1)[0]
+	if r.ByteLen != 40+512 || r.SrcQP != p.qa.qp.QPN() {
+		t.Fatalf("ud recv %+v", r)
+	}
+	if !bytes.Equal(b.buf[40:552], a.buf[:512]) {
+		t.Fatal("ud payload differs")
+	}
+}
+
+func TestVMSRQSharedByTwoQPs(t *testing.T) {
+	a, b := vmSides(t)
+	cqA, dcqA := a.newCQ(t, 64, nil)
+	cqB, dcqB := b.newCQ(t, 64, nil)
+	srq, err := b.pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 64, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi, ok := srq.RxeQueue()
+	if !ok {
+		t.Fatal("no srq mmap info")
+	}
+	dsrq, err := dataplane.NewSRQ(nil, b.ctx.CmdFD(), srq.Handle(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dsrq.Close()
+	if err := dsrq.AttachRxe(nil, mi.Offset, mi.Size); err != nil {
+		t.Fatal(err)
+	}
+	a1 := a.newQP(t, provider.QPTypeRC, cqA, dcqA, nil, nil)
+	a2 := a.newQP(t, provider.QPTypeRC, cqA, dcqA, nil, nil)
+	b1 := b.newQP(t, provider.QPTypeRC, cqB, dcqB, srq, dsrq)
+	b2 := b.newQP(t, provider.QPTypeRC, cqB, dcqB, srq, dsrq)
+	connect(t, a1, a, b, b1)
+	connect(t, b1, b, a, a1)
+	connect(t, a2, a, b, b2)
+	connect(t, b2, b, a, a2)
+	var recvs []dataplane.RecvWR
+	for i := 0; i < 4; i++ {
+		recvs = append(recvs, dataplane.RecvWR{WrID: uint64(100 + i), SGEs: []dataplane.SGE{b.sge(i*1024, 1024)}})
+	}
+	if err := dsrq.PostRecv(recvs); err != nil {
+		t.Fatal(err)
+	}
+	if err := b1.d.PostRecv([]dataplane.RecvWR{{WrID: 1}}); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("post_recv on an SRQ-attached QP: %v", err)
+	}
+	fillSeed(a.buf[:4096], 5)
+	for i, q := range []*vmQP{a1, a2, a1, a2} {
+		if err := q.d.PostSend([]dataplane.SendWR{{WrID: uint64(i), Opcode: dataplane.WRSend, Flags: dataplane.SendSignaled,
+			SGEs: []dataplane.SGE{a.sge(i*1024, 1024)}}}); err != nil {
+			t.Fatal(err)
+		}
+		vmPoll(t, dcqA, 1)
+	}
+	r := vmPoll(t, dcqB, 4)
+	seen := map[uint32]int{}
+	for _, c := range r {
+		seen[c.QPNum]++
+		slot := int(c.WrID - 100)
+		if c.ByteLen != 1024 || slot < 0 || slot > 3 {
+			t.Fatalf("srq completion %+v", c)
+		}
+	}
+	if seen[b1.qp.QPN()] != 2 || seen[b2.qp.QPN()] != 2 {
+		t.Fatalf("receives per QP %v", seen)
+	}
+	// Receives were consumed in posting order; message i went to slot i.
+	if !bytes.Equal(b.buf[:4096], a.buf[:4096]) {
+		t.Fatal("srq bytes differ")
+	}
+}
+
+func TestVMUnsignaledWithPeriodicSignaled(t *testing.T) {
+	p := newPair(t, provider.QPTypeRC, 256)
+	var recvs []dataplane.RecvWR
+	var sends []dataplane.SendWR
+	for i := 0; i < 64; i++ {
+		recvs = append(recvs, dataplane.RecvWR{WrID: uint64(i), SGEs: []dataplane.SGE{p.b.sge(i*64, 64)}})
+		w := dataplane.SendWR{WrID: uint64(i), Opcode: dataplane.WRSend, SGEs: []dataplane.SGE{p.a.sge(i*64, 64)}}
+		if i%16 == 15 {
+			w.Flags = dataplane.SendSignaled
+		}
+		sends = append(sends, w)
+	}
+	fillSeed(p.a.buf[:4096], 11)
+	if err := p.qb.d.PostRecv(recvs); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.qa.d.PostSend(sends); err != nil {
+		t.Fatal(err)
+	}
+	s := vmPoll(t, p.dcqA, 4)
+	for i, c := range s {
+		if c.WrID != uint64(16*i+15) {
+			t.Fatalf("signaled completion %d: %+v", i, c)
+		}
+	}
+	vmPoll(t, p.dcqB, 64)
+	if !bytes.Equal(p.b.buf[:4096], p.a.buf[:4096]) {
+		t.Fatal("bytes differ")
+	}
+	wc := make([]dataplane.WC, 4)
+	if n, _ := p.dcqA.Poll(wc); n != 0 {
+		t.Fatalf("unsignaled sends completed: %+v", wc[:n])
+	}
+}
+
+func TestVMCompletionChannelWakeup(t *testing.T) {
+	a, b := vmSides(t)
+	ch, err := b.ctx.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cqA, dcqA := a.newCQ(t, 16, nil)
+	cqB, dcqB := b.newCQ(t, 16, ch)
+	qa := a.newQP(t, provider.QPTypeRC, cqA, dcqA, nil, nil)
+	qb := b.newQP(t, provider.QPTypeRC, cqB, dcqB, nil, nil)
+	connect(t, qa, a, b, qb)
+	connect(t, qb, b, a, qa)
+	if err := qb.d.PostRecv([]dataplane.RecvWR{{WrID: 1, SGEs: []dataplane.SGE{b.sge(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dcqB.ReqNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.GetEvent(50 * time.Millisecond); err == nil {
+		t.Fatal("event before any completion")
+	}
+	if err := qa.d.PostSend([]dataplane.SendWR{{WrID: 1, Opcode: dataplane.WRSend, SGEs: []dataplane.SGE{a.sge(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ch.GetEvent(10 * time.Second)
+	if err != nil || got != cqB {
+		t.Fatalf("completion event: cq %p err %v", got, err)
+	}
+	if err := cqB.AckEvents(1); err != nil {
+		t.Fatal(err)
+	}
+	vmPoll(t, dcqB, 1)
+}
+
+func TestVMCQOverrunReported(t *testing.T) {
+	p := newPair(t, provider.QPTypeRC, 4)
+	var recvs []dataplane.RecvWR
+	var sends []dataplane.SendWR
+	const n = 64
+	for i := 0; i < n; i++ {
+		recvs = append(recvs, dataplane.RecvWR{WrID: uint64(i), SGEs: []dataplane.SGE{p.b.sge(i*8, 8)}})
+		sends = append(sends, dataplane.SendWR{WrID: uint64(i), Opcode: dataplane.WRSend, SGEs: []dataplane.SGE{p.a.sge(i*8, 8)}})
+	}
+	if err := p.qb.d.PostRecv(recvs); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.qa.d.PostSend(sends); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody polls B's CQ: rxe overruns it and reports IB_EVENT_CQ_ERR.
+	ev, err := p.b.ctx.GetAsyncEvent(10 * time.Second)
+	if err != nil {
+		t.Fatalf("no async event after a CQ overrun: %v", err)
+	}
+	if ev.Type != uapi.IB_EVENT_CQ_ERR {
+		t.Fatalf("async event %v, want CQ_ERR", ev)
+	}
+}
+
+// One million RC messages, each carrying its sequence number, with nothing
+// lost, duplicated or reordered.
+func TestVMSoakMillion(t *testing.T) {
+	total := 1_000_000
+	if testing.Short() {
+		total = 20_000
+	}
+	if v, err := strconv.Atoi(os.Getenv("USB4VERBS_SOAK")); err == nil && v > 0 {
+		total = v
+	}
+	p := newPair(t, provider.QPTypeRC, 512)
+	const window, msg = 64, 8
+	const batch = 16
+	post := func(slot int) error {
+		return p.qb.d.PostRecv([]dataplane.RecvWR{{WrID: uint64(slot), SGEs: []dataplane.SGE{p.b.sge(slot*msg, msg)}}})
+	}
+	for s := 0; s < window; s++ {
+		if err := post(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent, acked, received := 0, 0, 0
+	wc := make([]dataplane.WC, 64)
+	start := time.Now()
+	last := time.Now()
+	for received < total {
+		// Sender: keep at most window-batch messages unreceived.
+		for sent < total && sent-received < window-batch && sent-acked < 128-batch {
+			var wrs []dataplane.SendWR
+			for j := 0; j < batch && sent < total; j++ {
+				off := 100000 + (sent%4096)*msg
+				binary.LittleEndian.PutUint64(p.a.buf[off:], uint64(sent))
+				w := dataplane.SendWR{WrID: uint64(sent), Opcode: dataplane.WRSend, Flags: dataplane.SendInline,
+					SGEs: []dataplane.SGE{p.a.sge(off, msg)}}
+				if j == batch-1 || sent == total-1 {
+					w.Flags |= dataplane.SendSignaled
+				}
+				wrs = append(wrs, w)
+				sent++
+			}
+			if err := p.qa.d.PostSend(wrs); err != nil {
+				t.Fatalf("post at %d: %v", sent, err)
+			}
+		}
+		n, err := p.dcqA.Poll(wc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range wc[:n] {
+			if c.Status != dataplane.WCSuccess {
+				t.Fatalf("send completion %+v", c)
+			}
+			acked = int(c.WrID) + 1
+		}
+		n, err = p.dcqB.Poll(wc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range wc[:n] {
+			slot := int(c.WrID)
+			if c.Status != dataplane.WCSuccess || c.ByteLen != msg {
+				t.Fatalf("recv completion %+v", c)
+			}
+			if got := binary.LittleEndian.Uint64(p.b.buf[slot*msg:]); got != uint64(received) {
+				t.Fatalf("message %d carried sequence %d", received, got)
+			}
+			received++
+			if err := post(slot); err != nil {
+				t.Fatal(err)
+			}
+			last = time.Now()
+		}
+		if time.Since(last) > 20*time.Second {
+			t.Fatalf("stalled: sent %d acked %d received %d", sent, acked, received)
+		}
+	}
+	t.Logf("%d messages in %v (%.0f msg/s)", total, time.Since(start), float64(total)/time.Since(start).Seconds())
+}

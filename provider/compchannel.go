@@ -15,6 +15,7 @@ import (
 type CompChannel struct {
 	ctx       *Context
 	fd        int
+	foreign   bool // fd belongs to the caller (CompChannelFromFD)
 	destroyed bool
 }
 
@@ -37,6 +38,24 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		_ = c.owned.close(ch.fd)
 		return nil, verbError(verb, wrapErrno(err))
 	}
+	c.track(ch)
+	return ch, nil
+}
+
+// CompChannelFromFD wraps a completion channel fd created elsewhere
+// (libibverbs creates them itself, in ibv_create_comp_channel) so CQs can be
+// bound to it. The context does not own the fd: Close on the result only
+// forgets it.
+func (c *Context) CompChannelFromFD(fd int) (*CompChannel, error) {
+	const verb = "adopt comp channel"
+	if fd < 0 {
+		return nil, verbError(verb, errInvalid("fd %d", fd))
+	}
+	if err := c.lock(verb); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	ch := &CompChannel{ctx: c, fd: fd, foreign: true}
 	c.track(ch)
 	return ch, nil
 }
@@ -80,7 +99,9 @@ func (ch *CompChannel) GetEvent(timeout time.Duration) (*CQ, error) {
 	return cq, nil
 }
 
-// readEvent polls fd (non-blocking) and reads exactly one event record.
+// readEvent polls fd and reads exactly one event record. Our own event fds
+// are non-blocking; on a caller's blocking fd a reader racing us for the
+// same event could make the read wait for the next one.
 func readEvent(sys sysCalls, fd int, timeout time.Duration, buf []byte) error {
 	ms := -1
 	if timeout >= 0 {
@@ -143,5 +164,8 @@ func (ch *CompChannel) destroyRank() int { return rankCompChannel }
 
 func (ch *CompChannel) destroyLocked() error {
 	ch.destroyed = true
+	if ch.foreign {
+		return nil
+	}
 	return ch.ctx.owned.close(ch.fd)
 }

@@ -21,6 +21,7 @@ import (
 type Context struct {
 	cmd       *cmdFD
 	owned     *ownedFDs
+	ownFDs    bool // Close closes the command and async fds
 	info      DeviceInfo
 	sysfsRoot string
 
@@ -76,10 +77,39 @@ func openInfo(sys sysCalls, info DeviceInfo, sysfsRoot string) (*Context, error)
 	if err != nil {
 		return nil, verbError("open device", fmt.Errorf("%s: %w", info.Chardev, wrapErrno(err)))
 	}
-	owned := &ownedFDs{sys: sys, fds: map[int]struct{}{fd: {}}}
+	c, err := newContext(sys, info, sysfsRoot, fd, true)
+	if err != nil {
+		_ = sys.Close(fd)
+		return nil, err
+	}
+	return c, nil
+}
+
+// OpenFD creates a context on a uverbs command fd the caller opened, as
+// libibverbs hands one to a provider's alloc_context. name is the device's
+// name (for its driver id). The context never closes cmdFD, nor the async fd
+// it allocates (AsyncFD): the caller owns both (libibverbs closes them in
+// verbs_uninit_context). Close still destroys every object.
+func OpenFD(name string, cmdFD int) (*Context, error) {
+	info, err := systemLookup{}.byName(name)
+	if err != nil {
+		return nil, verbError("open device", err)
+	}
+	return newContext(realSys{}, info, "", cmdFD, false)
+}
+
+// newContext creates the ucontext on fd. With ownFDs the context closes the
+// command and async fds on Close (and a GC cleanup does if Close is
+// forgotten); completion channels it creates are always its own.
+func newContext(sys sysCalls, info DeviceInfo, sysfsRoot string, fd int, ownFDs bool) (*Context, error) {
+	owned := &ownedFDs{sys: sys, fds: map[int]struct{}{}}
+	if ownFDs {
+		owned.add(fd)
+	}
 	c := &Context{
 		cmd:        &cmdFD{sys: sys, fd: fd, driverID: info.Driver.ID},
 		owned:      owned,
+		ownFDs:     ownFDs,
 		info:       info,
 		sysfsRoot:  sysfsRoot,
 		asyncFD:    -1,
@@ -93,7 +123,9 @@ func openInfo(sys sysCalls, info DeviceInfo, sysfsRoot string) (*Context, error)
 		c.probeDriverID()
 	}
 	if err := c.getContext(); err != nil {
-		owned.closeAll()
+		if c.asyncFD >= 0 {
+			_ = sys.Close(c.asyncFD)
+		}
 		return nil, verbError("get context", err)
 	}
 	// Safety net for a forgotten Close: the kernel frees every object of a
@@ -182,6 +214,9 @@ func (c *Context) getContext() error {
 		}
 		c.numCompVectors = resp.NumCompVectors
 		c.asyncFD = int(int32(resp.AsyncFd))
+		if !c.ownFDs {
+			return nil // the caller's fd: leave its blocking mode alone
+		}
 		c.owned.add(c.asyncFD)
 		return c.cmd.sys.SetNonblock(c.asyncFD)
 	}
@@ -201,6 +236,9 @@ func (c *Context) getContext() error {
 	}
 	fd, _ := ac.result(uapi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
 	c.asyncFD = int(int32(fd))
+	if !c.ownFDs {
+		return nil // handed to the caller (libibverbs reads it blocking)
+	}
 	c.owned.add(c.asyncFD)
 	if err := c.cmd.sys.SetNonblock(c.asyncFD); err != nil {
 		return fmt.Errorf("async fd: %w", wrapErrno(err))
@@ -302,15 +340,17 @@ func (c *Context) Close() error {
 		}
 	}
 	c.maps = nil
-	if c.asyncFD >= 0 {
-		if err := c.owned.close(c.asyncFD); err != nil {
-			errs = append(errs, fmt.Errorf("close async fd: %w", wrapErrno(err)))
+	if c.ownFDs {
+		if c.asyncFD >= 0 {
+			if err := c.owned.close(c.asyncFD); err != nil {
+				errs = append(errs, fmt.Errorf("close async fd: %w", err))
+			}
 		}
-		c.asyncFD = -1
+		if err := c.owned.close(c.cmd.fd); err != nil {
+			errs = append(errs, fmt.Errorf("close command fd: %w", err))
+		}
 	}
-	if err := c.owned.close(c.cmd.fd); err != nil {
-		errs = append(errs, fmt.Errorf("close command fd: %w", wrapErrno(err)))
-	}
+	c.asyncFD = -1
 	c.cmd.fd = -1
 	if len(errs) > 0 {
 		return verbError("close context", errors.Join(errs...))

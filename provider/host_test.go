@@ -594,3 +594,45 @@ func TestConcurrentObjectsOnOneContext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestCallerOwnedFDsAreLeftOpen(t *testing.T) {
+	k := newFakeKernel()
+	cmd := k.newFD("/dev/infiniband/uverbs0 (caller's)")
+	c, err := newContext(k, DeviceInfo{Name: "rxe0", Chardev: "/dev/infiniband/uverbs0", Driver: rxe}, "", cmd, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	async := c.AsyncFD()
+	foreign := k.newFD("caller's comp channel")
+	ch, err := c.CompChannelFromFD(foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(CQAttr{CQE: 2, Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := k.last().attr(uapi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL); a == nil || int(a.Data) != foreign {
+		t.Errorf("foreign channel not passed: %v", a)
+	}
+	k.queueEvent(foreign, bytesOf(&uapi.IbUverbsCompEventDesc{CqHandle: cq.UserHandle()}))
+	if got, err := ch.GetEvent(time.Second); err != nil || got != cq {
+		t.Errorf("event on a foreign channel: %v, %v", got, err)
+	}
+	own, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownFD := own.FD()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range []int{cmd, async, foreign} {
+		if _, ok := k.openFDs[fd]; !ok {
+			t.Errorf("fd %d (%s) closed, but it belongs to the caller", fd, map[int]string{cmd: "cmd", async: "async", foreign: "channel"}[fd])
+		}
+	}
+	if _, ok := k.openFDs[ownFD]; ok {
+		t.Error("the context's own comp channel was not closed")
+	}
+}

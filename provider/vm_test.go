@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -712,4 +713,75 @@ func TestVMAsyncEvent(t *testing.T) {
 	if _, err := c.GetAsyncEvent(0); !errors.Is(err, unix.ETIMEDOUT) {
 		t.Errorf("GetAsyncEvent(0) with nothing pending: %v, want ETIMEDOUT", err)
 	}
+}
+
+// TestVMOpenFD runs a context on a command fd opened by the caller, the way
+// cshim gets one from libibverbs: Close destroys the objects but leaves the
+// command and async fds to the caller.
+func TestVMOpenFD(t *testing.T) {
+	d0, _ := vmDevs(t)
+	info, err := (systemLookup{}).byName(d0.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds0 := ourFDs(t)
+	fd, err := unix.Open(info.Chardev, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenFD(d0.name, fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	async := c.AsyncFD()
+	if flags, err := unix.FcntlInt(uintptr(async), unix.F_GETFL, 0); err != nil || flags&unix.O_NONBLOCK != 0 {
+		t.Errorf("caller's async fd flags %#x, %v: must stay blocking", flags, err)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(CQAttr{CQE: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pd.CreateQP(QPInitAttr{Type: QPTypeUC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := kernelHandles(info, fd, uapi.UVERBS_OBJECT_QP); err != nil || n != 1 {
+		t.Fatalf("INFO_HANDLES before Close: %d QPs, %v; want 1", n, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []int{fd, async} {
+		if _, err := unix.FcntlInt(uintptr(f), unix.F_GETFD, 0); err != nil {
+			t.Errorf("fd %d closed by the context: %v", f, err)
+		}
+	}
+	// The kernel context lives on with the fd; its object tables are empty.
+	for _, obj := range []uint16{uapi.UVERBS_OBJECT_QP, uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_OBJECT_PD} {
+		if n, err := kernelHandles(info, fd, obj); err != nil || n != 0 {
+			t.Errorf("object type %d after Close: %d handles, %v", obj, n, err)
+		}
+	}
+	unix.Close(async)
+	unix.Close(fd)
+	if n := ourFDs(t); n != fds0 {
+		t.Errorf("%d uverbs fds, want %d", n, fds0)
+	}
+}
+
+// kernelHandles asks the kernel how many objects of type obj the ucontext on
+// fd holds (UVERBS_METHOD_INFO_HANDLES).
+func kernelHandles(info DeviceInfo, fd int, obj uint16) (uint32, error) {
+	raw := &cmdFD{sys: realSys{}, fd: fd, driverID: info.Driver.ID}
+	var total uint32
+	var list [4]uint32
+	ic := newIoctl(uapi.UVERBS_OBJECT_DEVICE, uapi.UVERBS_METHOD_INFO_HANDLES).
+		constIn(uapi.UVERBS_ATTR_INFO_OBJECT_ID, uint64(obj)).
+		out(uapi.UVERBS_ATTR_INFO_TOTAL_HANDLES, bytesOf(&total)).
+		out(uapi.UVERBS_ATTR_INFO_HANDLES_LIST, unsafe.Slice((*byte)(unsafe.Pointer(&list[0])), 16))
+	err := raw.ioctl(ic)
+	return total, err
 }

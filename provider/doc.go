@@ -24,6 +24,13 @@
 // context (ENOTTY: every method, EPROTONOSUPPORT: that method), as
 // libibverbs' cmd_fallback.c does. Other errnos are never cached.
 //
+// Open resolves a device by name through RDMA netlink, falling back to the
+// sysfs scan libibverbs also uses; sysfs does not show the driver id, so it is
+// then probed (UVERBS_METHOD_INFO_HANDLES answers EINVAL for a wrong id).
+// OpenFD instead adopts a command fd its caller opened (libibverbs passes one
+// to alloc_context) and leaves that fd and the async fd to the caller;
+// CompChannelFromFD likewise wraps a caller's completion channel.
+//
 // The objects (one file each: pd.go, mr.go, cq.go, compchannel.go, qp.go,
 // srq.go, ah.go, async.go) keep the kernel handle and a user handle: the
 // value the kernel echoes in completion and async events. Callers may set
@@ -70,7 +77,12 @@
 // queried back attribute by attribute; a UD QP with a qkey and a kernel AH;
 // SRQ limit modify/query; dma-buf MRs reported as ErrNotSupported
 // (EOPNOTSUPP from rxe); port error/active async events from a carrier
-// change; no fd or mapping of ours left after Close; the bad-input list
+// change; a completion event through a channel (a receive WQE placed in the
+// mapped rxe ring and flushed by moving the QP to ERR, the CQE read back from
+// the mapped CQ ring); the sysfs path with the driver id probe; OpenFD with
+// INFO_HANDLES confirming Close destroyed every object; a wrong driver id
+// refused by the kernel; no fd or mapping of ours left after Close; the
+// bad-input list
 // (unknown device, ports 0 and 2, RESET->RTS, CQ larger than max_cqe, MR of
 // length 0, double destroy, use after close). The same lifecycle and RC
 // connection also ran with the write() fallback and the INVOKE_WRITE

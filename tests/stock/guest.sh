@@ -12,26 +12,33 @@
 #       client| ... / server| ...                  (last lines of each, on a fail)
 # plus "# stock: key=value ..." lines describing the run. Exits 1 if any case failed.
 #
-# Settings: /opt/usb4verbs/stock.conf (written by run.sh) may set PROVIDER (ours or
-# librxe), ITERS, TIMEOUT (seconds per case), CASES (an ERE over case names: only
-# those run). Environment from the harness's /init: USB4VERBS_DEV0/1, _GID0/1, _IP0/1,
+# MODE=demo (scripts/demo.sh) runs the demo's few steps instead, each under a heading
+# with the tools' whole output, and names results demo/<step>.
+#
+# Settings: /opt/usb4verbs/stock.conf (written by run.sh or demo.sh) may set MODE
+# (matrix or demo), PROVIDER (ours or librxe), ITERS, TIMEOUT (seconds per case), CASES
+# (an ERE over case names: only those run). Environment from the harness's /init: USB4VERBS_DEV0/1, _GID0/1, _IP0/1,
 # USB4VERBS_USERLAND.
 # Command lines are built as word lists and split on purpose (globbing is off).
 # shellcheck disable=SC2086,SC2012,SC1091
 set -f
-PROVIDER=ours ITERS=1000 TIMEOUT=60 CASES=
+MODE=matrix PROVIDER=ours ITERS=1000 TIMEOUT=60 CASES=
 [ -r /opt/usb4verbs/stock.conf ] && . /opt/usb4verbs/stock.conf
 
 DEV0=${USB4VERBS_DEV0:?} DEV1=${USB4VERBS_DEV1:?}
 GID0=${USB4VERBS_GID0:?} GID1=${USB4VERBS_GID1:?}
 IP0=${USB4VERBS_IP0:?} IP1=${USB4VERBS_IP1:?}
 UL=${USB4VERBS_USERLAND:-unknown}
+if [ "$MODE" = demo ]; then PREFIX=demo; else PREFIX=stock/$UL; fi
 PROVDIR=/usr/lib/x86_64-linux-gnu/libibverbs
 # A client whose peer vanished can hang in a TCP exchange or a CQ poll: the case's own
 # timeout bounds it, and the server gets this long after the client to exit by itself.
 SERVER_GRACE=10
 export IBV_SHOW_WARNINGS=1
 PASSED=0 FAILED=0 SKIPPED=0
+# Demo mode: the heading of the next step (set by title), its number, and the exit
+# codes that count as success for the next single-process step.
+TITLE='' STEP=0 STEPS=0 OKRC=0
 WORK=/tmp/stock
 mkdir -p "$WORK"
 
@@ -44,7 +51,7 @@ wanted() { [ -z "$CASES" ] || echo "$1" | grep -Eq -- "$CASES"; }
 
 # report STATUS NAME START_CS CMD NOTE: one result block.
 report() {
-  echo "--- $1: stock/$UL/$2 ($(secs $(($(now_cs) - $3)))s)"
+  echo "--- $1: $PREFIX/$2 ($(secs $(($(now_cs) - $3)))s)"
   echo "    cmd: $4"
   [ -n "$5" ] && echo "    note: $5"
   case $1 in
@@ -59,6 +66,20 @@ report() {
 show_tail() {
   [ -s "$2" ] || { echo "    $1| (no output)"; return; }
   grep -v 'ping data:' "$2" | tail -n 15 | sed "s/^/    $1| /"
+}
+
+# title TEXT: the heading of the next demo step.
+title() { TITLE=$1; }
+demo() { [ "$MODE" = demo ]; }
+heading() {
+  demo || return 0
+  STEP=$((STEP + 1))
+  printf '\n==== [%s/%s] %s\n' "$STEP" "$STEPS" "$TITLE"
+}
+# show_all LABEL FILE: a tool's whole output, for the demo.
+show_all() {
+  echo "---- $1:"
+  if [ -s "$2" ]; then sed 's/^/  /' "$2"; else echo "  (no output)"; fi
 }
 
 # listening PORT: something listens on TCP PORT (IPv4 or IPv6).
@@ -101,13 +122,17 @@ pair() {
   wanted "$name" || return 0
   d="$WORK/$name"
   mkdir -p "$d"
+  heading
+  demo && printf '$ %s &    # server, vCPU 0\n$ %s    # client, vCPU 1\n' "$srv" "$cli"
   t0=$(now_cs)
   taskset -c 0 timeout -k 5 "$TIMEOUT" $srv > "$d/server.log" 2>&1 &
   sp=$!
   if ! wait_server "$sp" "$lport"; then
+    kill "$sp" 2>/dev/null
     wait "$sp"; src=$?
+    demo && show_all server "$d/server.log"
     report FAIL "$name" "$t0" "$cli" "server exited (rc $src) before it listened${lport:+ on port $lport}"
-    show_tail server "$d/server.log"
+    demo || show_tail server "$d/server.log"
     return
   fi
   taskset -c 1 timeout -k 5 "$TIMEOUT" $cli > "$d/client.log" 2>&1
@@ -123,6 +148,7 @@ pair() {
   wait "$sp"; src=$?
   note=$("$check" "$d/client.log")
   ok=$?
+  if demo; then show_all client "$d/client.log"; show_all server "$d/server.log"; fi
   why=
   if [ $crc = 124 ] || [ $crc = 143 ] || [ $crc = 137 ]; then why="client timed out after ${TIMEOUT}s"
   elif [ $crc != 0 ]; then why="client exit $crc"
@@ -136,6 +162,7 @@ pair() {
     err=$(grep -ihE -m1 'fail|error|couldn|unable|not supported|invalid|no .*found|refus|timed? ?out' \
             "$d/client.log" "$d/server.log" 2>/dev/null | head -n1)
     report FAIL "$name" "$t0" "$cli" "$why${err:+: $err}"
+    demo && return
     show_tail client "$d/client.log"
     show_tail server "$d/server.log"
   fi
@@ -148,17 +175,23 @@ single() {
   wanted "$name" || return 0
   d="$WORK/$name"
   mkdir -p "$d"
+  heading
+  demo && printf '$ %s\n' "$*"
   t0=$(now_cs)
   taskset -c 0 timeout -k 5 "$TIMEOUT" "$@" > "$d/out.log" 2>&1
   rc=$?
-  note=$("$check" "$d/out.log")
+  note=$("$check" "$d/out.log" "$rc")
   ok=$?
-  if [ $rc = 0 ] && [ $ok = 0 ]; then
+  demo && sed 's/^/  /' "$d/out.log"
+  rcok=
+  for r in $OKRC; do [ "$rc" = "$r" ] && rcok=1; done
+  OKRC=0
+  if [ -n "$rcok" ] && [ $ok = 0 ]; then
     report PASS "$name" "$t0" "$*" "$note"
   else
-    if [ $rc != 0 ]; then why="exit $rc"; else why=$note; fi
+    if [ -z "$rcok" ]; then why="exit $rc${note:+: $note}"; else why=$note; fi
     report FAIL "$name" "$t0" "$*" "$why"
-    show_tail out "$d/out.log"
+    demo || show_tail out "$d/out.log"
   fi
 }
 
@@ -200,6 +233,16 @@ check_ucx() {
   echo "$l" | sed 's/|/ /g; s/  */ /g; s/^ //'
 }
 
+check_output() {
+  [ -s "$1" ] && { echo "$(wc -l < "$1") lines"; return 0; }
+  echo "no output"; return 1
+}
+check_doctor() {
+  [ -s "$1" ] || { echo "no output"; return 1; }
+  [ "$2" = 1 ] && { echo "ran; exit 1: it reports an error-severity finding"; return 0; }
+  echo "ran; no error-severity finding"
+}
+
 # --- what is being tested
 # libibverbs.so.1.<abi>.<rdma-core version>, e.g. libibverbs.so.1.14.44.0
 set +f
@@ -214,8 +257,19 @@ echo "# stock: userland=$UL rdma-core=${RDMACORE:-unknown} kernel=$(uname -r) pr
 echo "# stock: providers in $PROVDIR: $(cd $PROVDIR 2>/dev/null && ls | tr '\n' ' ')"
 echo "# stock: drivers in /etc/libibverbs.d: $(cd /etc/libibverbs.d 2>/dev/null && ls | tr '\n' ' ')"
 
-# --- case: the image holds the provider this run is about, and only that one for rxe
-if wanted provider; then
+# provider_case: the image holds the provider this run is about, and only that one
+# serves rxe.
+provider_case() {
+  wanted provider || return 0
+  heading
+  if demo; then
+    printf '$ ls %s /etc/libibverbs.d; cat /etc/usb4verbs/usb4_rdma.conf\n' "$PROVDIR"
+    set +f
+    ls -l $PROVDIR/librxe* $PROVDIR/libusb4* /etc/libibverbs.d/rxe.driver \
+      /etc/libibverbs.d/usb4_rdma.driver 2>/dev/null | sed 's/^/  /'
+    sed 's/^/  /' /etc/libibverbs.d/usb4_rdma.driver /etc/usb4verbs/usb4_rdma.conf 2>/dev/null
+    set -f
+  fi
   t0=$(now_cs)
   set +f
   if [ "$PROVIDER" = librxe ]; then
@@ -235,73 +289,107 @@ if wanted provider; then
     fi
   fi
   set -f
-fi
+}
 
-single ibv_devices check_devices ibv_devices
-single ibv_devinfo_-v check_devinfo ibv_devinfo -v
+# matrix: every case of the stock-tool matrix.
+matrix() {
+  provider_case
+  single ibv_devices check_devices ibv_devices
+  single ibv_devinfo_-v check_devinfo ibv_devinfo -v
 
-# --- libibverbs examples: each with busy polling and with completion events (-e)
-port=18600
-for t in rc uc ud srq; do
-  for e in "" -e; do
+  # --- libibverbs examples: each with busy polling and with completion events (-e)
+  port=18600
+  for t in rc uc ud srq; do
+    for e in "" -e; do
+      port=$((port + 1))
+      pair "ibv_${t}_pingpong${e:+_$e}" $port check_pingpong \
+        ibv_${t}_pingpong -d "$DEV0" -g "$GID0" -n "$ITERS" -p $port $e -- \
+        ibv_${t}_pingpong -d "$DEV1" -g "$GID1" -n "$ITERS" -p $port $e "$IP0"
+    done
+  done
+
+  # --- perftest: all eight tools; -e wherever perftest accepts it (not on WRITE)
+  for tool in ib_write_bw ib_write_lat ib_send_bw ib_send_lat ib_read_bw ib_read_lat \
+              ib_atomic_bw ib_atomic_lat; do
+    case $tool in *_bw) check=check_perf_bw ;; *) check=check_perf_lat ;; esac
+    case $tool in *_bw) extra=--report_gbits ;; *) extra= ;; esac
+    modes="poll"
+    case $tool in ib_write_*) ;; *) modes="poll -e" ;; esac
+    for e in $modes; do
+      [ "$e" = poll ] && e=
+      port=$((port + 1))
+      pair "$tool${e:+_$e}" $port $check \
+        $tool -d "$DEV0" -x "$GID0" -F -n "$ITERS" -p $port $extra $e -- \
+        $tool -d "$DEV1" -x "$GID1" -F -n "$ITERS" -p $port $extra $e "$IP0"
+    done
+  done
+
+  # --- rdma_cm: rping (the devices are found from the addresses)
+  pair "rping_-v_-C_$ITERS" "" check_rping \
+    rping -s -v -C "$ITERS" -a "$IP0" -p 7174 -- \
+    rping -c -v -C "$ITERS" -a "$IP0" -I "$IP1" -p 7174
+
+  # --- UCX: only where the userland's UCX has the verbs transports (Debian unstable's
+  # 1.23 is built without them). rc_verbs alone has no wire-up transport; ud_verbs is the
+  # auxiliary one, and over rxe it must not check the DGID (rxe reports sl 0 in its WCs).
+  ucx_cases="ucx_perftest_tag_lat_rc_verbs ucx_perftest_tag_bw_rc_verbs ucx_perftest_put_bw_uct_rc_verbs"
+  if ! command -v ucx_perftest >/dev/null; then
+    for c in $ucx_cases; do wanted "$c" && report SKIP "$c" "$(now_cs)" ucx_perftest "no ucx_perftest in this userland"; done
+  elif ! ucx_info -d 2>/dev/null | grep -q 'Transport: rc_verbs'; then
+    for c in $ucx_cases; do
+      wanted "$c" && report SKIP "$c" "$(now_cs)" ucx_perftest "UCX ${UCXVER:-?} has no rc_verbs transport here"
+    done
+  else
+    # Builds with MPI support take -P 0 for a plain client/server run.
+    mpi=
+    ucx_perftest -h 2>&1 | grep -qE '^ +-P ' && mpi="-P 0"
+    ucxenv="UCX_TLS=rc_verbs,ud_verbs:aux UCX_UD_ETH_DGID_CHECK=n UCX_WARN_UNUSED_ENV_VARS=n"
     port=$((port + 1))
-    pair "ibv_${t}_pingpong${e:+_$e}" $port check_pingpong \
-      ibv_${t}_pingpong -d "$DEV0" -g "$GID0" -n "$ITERS" -p $port $e -- \
-      ibv_${t}_pingpong -d "$DEV1" -g "$GID1" -n "$ITERS" -p $port $e "$IP0"
-  done
-done
-
-# --- perftest: all eight tools; -e wherever perftest accepts it (not on WRITE)
-for tool in ib_write_bw ib_write_lat ib_send_bw ib_send_lat ib_read_bw ib_read_lat \
-            ib_atomic_bw ib_atomic_lat; do
-  case $tool in *_bw) check=check_perf_bw ;; *) check=check_perf_lat ;; esac
-  case $tool in *_bw) extra=--report_gbits ;; *) extra= ;; esac
-  modes="poll"
-  case $tool in ib_write_*) ;; *) modes="poll -e" ;; esac
-  for e in $modes; do
-    [ "$e" = poll ] && e=
+    pair ucx_perftest_tag_lat_rc_verbs $port check_ucx \
+      env $ucxenv UCX_NET_DEVICES="$DEV0:1" ucx_perftest $mpi -p $port -- \
+      env $ucxenv UCX_NET_DEVICES="$DEV1:1" ucx_perftest $mpi -p $port -t tag_lat -n "$ITERS" "$IP0"
     port=$((port + 1))
-    pair "$tool${e:+_$e}" $port $check \
-      $tool -d "$DEV0" -x "$GID0" -F -n "$ITERS" -p $port $extra $e -- \
-      $tool -d "$DEV1" -x "$GID1" -F -n "$ITERS" -p $port $extra $e "$IP0"
-  done
-done
+    pair ucx_perftest_tag_bw_rc_verbs $port check_ucx \
+      env $ucxenv UCX_NET_DEVICES="$DEV0:1" ucx_perftest $mpi -p $port -- \
+      env $ucxenv UCX_NET_DEVICES="$DEV1:1" ucx_perftest $mpi -p $port -t tag_bw -s 65536 -n "$ITERS" "$IP0"
+    # UCT: the server takes the test parameters (device, transport) from the client.
+    port=$((port + 1))
+    pair ucx_perftest_put_bw_uct_rc_verbs $port check_ucx \
+      env UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $port -- \
+      env UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $port -d "$DEV1:1" -x rc_verbs -t put_bw \
+      -D zcopy -s 65536 -n "$ITERS" "$IP0"
+  fi
+}
 
-# --- rdma_cm: rping (the devices are found from the addresses)
-pair "rping_-v_-C_$ITERS" "" check_rping \
-  rping -s -v -C "$ITERS" -a "$IP0" -p 7174 -- \
-  rping -c -v -C "$ITERS" -a "$IP0" -I "$IP1" -p 7174
+# demo_steps: what `make demo` shows, in order.
+demo_steps() {
+  STEPS=8
+  title "Installed providers: what libibverbs can load for rxe0/rxe1"
+  provider_case
+  title "ibv_devices: the RDMA devices libibverbs finds through its providers"
+  single ibv_devices check_devices ibv_devices
+  title "ibv_devinfo: device and port attributes, queried through the provider"
+  single ibv_devinfo check_devinfo ibv_devinfo
+  title "ibv_rc_pingpong: RC send/receive ping-pong, $DEV0 (server) <-> $DEV1 (client)"
+  pair ibv_rc_pingpong 18601 check_pingpong \
+    ibv_rc_pingpong -d "$DEV0" -g "$GID0" -n "$ITERS" -p 18601 -- \
+    ibv_rc_pingpong -d "$DEV1" -g "$GID1" -n "$ITERS" -p 18601 "$IP0"
+  title "ib_write_bw (perftest): RDMA WRITE bandwidth, 64 KiB messages"
+  pair ib_write_bw 18602 check_perf_bw \
+    ib_write_bw -d "$DEV0" -x "$GID0" -F -n "$ITERS" -p 18602 --report_gbits -- \
+    ib_write_bw -d "$DEV1" -x "$GID1" -F -n "$ITERS" -p 18602 --report_gbits "$IP0"
+  title "ib_send_lat (perftest): SEND latency, 2-byte messages"
+  pair ib_send_lat 18603 check_perf_lat \
+    ib_send_lat -d "$DEV0" -x "$GID0" -F -n "$ITERS" -p 18603 -- \
+    ib_send_lat -d "$DEV1" -x "$GID1" -F -n "$ITERS" -p 18603 "$IP0"
+  title "ibvinfo: devices, ports, GIDs, modules and provider installation (our CLI)"
+  single ibvinfo check_output ibvinfo --no-color
+  title "ibvinfo doctor: checks the setup; each finding has a verdict and a fix"
+  # Exit 1 is doctor's verdict on the setup (an error-severity finding), not a crash.
+  OKRC="0 1"
+  single ibvinfo_doctor check_doctor ibvinfo --no-color doctor "$DEV0" "$DEV1"
+}
 
-# --- UCX: only where the userland's UCX has the verbs transports (Debian unstable's
-# 1.23 is built without them). rc_verbs alone has no wire-up transport; ud_verbs is the
-# auxiliary one, and over rxe it must not check the DGID (rxe reports sl 0 in its WCs).
-ucx_cases="ucx_perftest_tag_lat_rc_verbs ucx_perftest_tag_bw_rc_verbs ucx_perftest_put_bw_uct_rc_verbs"
-if ! command -v ucx_perftest >/dev/null; then
-  for c in $ucx_cases; do wanted "$c" && report SKIP "$c" "$(now_cs)" ucx_perftest "no ucx_perftest in this userland"; done
-elif ! ucx_info -d 2>/dev/null | grep -q 'Transport: rc_verbs'; then
-  for c in $ucx_cases; do
-    wanted "$c" && report SKIP "$c" "$(now_cs)" ucx_perftest "UCX ${UCXVER:-?} has no rc_verbs transport here"
-  done
-else
-  # Builds with MPI support take -P 0 for a plain client/server run.
-  mpi=
-  ucx_perftest -h 2>&1 | grep -qE '^ +-P ' && mpi="-P 0"
-  ucxenv="UCX_TLS=rc_verbs,ud_verbs:aux UCX_UD_ETH_DGID_CHECK=n UCX_WARN_UNUSED_ENV_VARS=n"
-  port=$((port + 1))
-  pair ucx_perftest_tag_lat_rc_verbs $port check_ucx \
-    env $ucxenv UCX_NET_DEVICES="$DEV0:1" ucx_perftest $mpi -p $port -- \
-    env $ucxenv UCX_NET_DEVICES="$DEV1:1" ucx_perftest $mpi -p $port -t tag_lat -n "$ITERS" "$IP0"
-  port=$((port + 1))
-  pair ucx_perftest_tag_bw_rc_verbs $port check_ucx \
-    env $ucxenv UCX_NET_DEVICES="$DEV0:1" ucx_perftest $mpi -p $port -- \
-    env $ucxenv UCX_NET_DEVICES="$DEV1:1" ucx_perftest $mpi -p $port -t tag_bw -s 65536 -n "$ITERS" "$IP0"
-  # UCT: the server takes the test parameters (device, transport) from the client.
-  port=$((port + 1))
-  pair ucx_perftest_put_bw_uct_rc_verbs $port check_ucx \
-    env UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $port -- \
-    env UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $port -d "$DEV1:1" -x rc_verbs -t put_bw \
-    -D zcopy -s 65536 -n "$ITERS" "$IP0"
-fi
-
+if demo; then demo_steps; else matrix; fi
 echo "# stock: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ $FAILED = 0 ]

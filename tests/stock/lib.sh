@@ -3,6 +3,7 @@
 # the Debian packages per userland and, for PROVIDER=ours, the provider files laid over
 # the image with stock librxe taken out.
 
+# shellcheck disable=SC2034 # the STOCK_* settings are used by the scripts that source this
 # The tools. The harness resolves names that trixie renamed for t64 (librdmacm1 ->
 # librdmacm1t64), so one list serves every suite; ucx-utils brings libucx0 and the
 # ucx_perftest/ucx_info binaries.
@@ -40,4 +41,27 @@ stock_overlay() {
   printf 'driver /%s/libusb4_rdma\n' "$STOCK_PROVDIR" > "$dir/etc/libibverbs.d/usb4_rdma.driver"
   printf '# Written by tests/stock: our provider serves Soft-RoCE devices in the test VM.\nclaim_rxe yes\n' \
     > "$dir/etc/usb4verbs/usb4_rdma.conf"
+}
+
+# stock_snapshot DIR REPO: copies the VM harness (tests/vm, as committed when REPO is a
+# git checkout, else as it is) and tests/stock/guest.sh into DIR, and prints the path of
+# the harness's run.sh. bash reads a script while it runs it, and others edit tests/vm
+# while a long run is under way; a copy keeps one run on one version. The copy's build/
+# is REPO's, so serial logs still land in REPO/build/vm; set CACHE to REPO/.cache.
+stock_snapshot() {
+  local dir=$1 repo=$2
+  mkdir -p "$dir/tests"
+  if [[ ${STOCK_HARNESS:-head} == head ]] \
+     && git -C "$repo" archive HEAD tests/vm 2>/dev/null | tar -x -C "$dir" 2>/dev/null \
+     && [[ -x $dir/tests/vm/run.sh ]]; then
+    printf '[stock] harness: tests/vm as committed at %s\n' "$(git -C "$repo" rev-parse --short HEAD)" >&2
+  else
+    rm -rf "$dir/tests/vm"
+    cp -a "$repo/tests/vm" "$dir/tests/"
+    printf '[stock] harness: tests/vm from the work tree\n' >&2
+  fi
+  install -m755 "$repo/tests/stock/guest.sh" "$dir/guest.sh"
+  mkdir -p "$repo/build"
+  ln -sfn "$repo/build" "$dir/build"
+  printf '%s\n' "$dir/tests/vm/run.sh"
 }

@@ -5,70 +5,12 @@
 # for PROVIDER=librxe). Result lines go to stdout; exit status non-zero if any case
 # failed. Knobs and the case list: tests/stock/README.md.
 set -euo pipefail
-
-STOCKDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$STOCKDIR/../.." && pwd)
-# shellcheck source=tests/stock/lib.sh
-. "$STOCKDIR/lib.sh"
-
-PROVIDER=${PROVIDER:-ours}
-STOCK_ITERS=${STOCK_ITERS:-1000}
-STOCK_TIMEOUT=${STOCK_TIMEOUT:-60}
-STOCK_CASES=${STOCK_CASES:-}
-STOCK_SO=${STOCK_SO:-$REPO/build/libusb4_rdma.so}
-if [[ $PROVIDER == librxe ]]; then STOCK_DOC=${STOCK_DOC:-$REPO/docs/stock-tools-librxe.md}
-else STOCK_DOC=${STOCK_DOC:-$REPO/docs/stock-tools.md}; fi
-OUT="$REPO/build/stock/$PROVIDER"
+# Everything is in functions and main runs last: bash has then parsed the whole file
+# before it does anything, so editing this script during a long run is harmless.
 
 log() { printf '[stock] %s\n' "$*" >&2; }
 die() { log "FATAL: $*"; exit 1; }
 usage() { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
-[[ ${1:-} == -h || ${1:-} == --help ]] && usage
-stock_check_provider "$PROVIDER" || exit 2
-[[ $STOCK_ITERS =~ ^[1-9][0-9]*$ ]] || die "STOCK_ITERS must be a positive number"
-[[ $STOCK_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "STOCK_TIMEOUT must be a positive number of seconds"
-userlands=("$@")
-((${#userlands[@]})) || userlands=(bookworm trixie sid)
-for u in "${userlands[@]}"; do
-  [[ $u =~ ^[a-z][a-z0-9-]*$ ]] || die "not a Debian suite name: $u"
-done
-
-mkdir -p "$OUT"
-WORK=$(mktemp -d "$OUT/work.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-# /opt/usb4verbs/stock.conf in the guest (tests/stock/guest.sh reads it).
-mkdir -p "$WORK/files"
-{
-  printf 'PROVIDER=%s\nITERS=%s\nTIMEOUT=%s\n' "$PROVIDER" "$STOCK_ITERS" "$STOCK_TIMEOUT"
-  printf "CASES='%s'\n" "${STOCK_CASES//\'/}"
-} > "$WORK/files/stock.conf"
-exclude=${VM_EXCLUDE_GLOB:-}
-overlay=${VM_OVERLAY:-}
-if [[ $PROVIDER == ours ]]; then
-  [[ -z $overlay ]] || die "VM_OVERLAY is set: PROVIDER=ours builds its own overlay"
-  overlay="$WORK/overlay"
-  stock_overlay "$overlay" "$STOCK_SO" || exit 1
-  exclude="$STOCK_EXCLUDE_LIBRXE${exclude:+ $exclude}"
-fi
-
-# The harness runs from a snapshot of its committed version: bash reads a script as it
-# goes, and tests/vm is edited by others while long runs are under way. Its build/ is
-# ours (serial logs land in build/vm) and its cache is ours (CACHE).
-HARNESS="$WORK/harness"
-mkdir -p "$HARNESS"
-if [[ ${STOCK_HARNESS:-head} == head ]] \
-   && git -C "$REPO" archive HEAD tests/vm 2>/dev/null | tar -x -C "$HARNESS" 2>/dev/null; then
-  log "harness: tests/vm as committed at $(git -C "$REPO" rev-parse --short HEAD)"
-else
-  mkdir -p "$HARNESS/tests"; cp -a "$REPO/tests/vm" "$HARNESS/tests/"
-  log "harness: tests/vm from the work tree"
-fi
-ln -s "$REPO/build" "$HARNESS/build"
-export CACHE=${CACHE:-$REPO/.cache}
-
-# Every case spends at most two timeouts (server start, client) plus the grace; the
-# whole guest script must fit in the VM's budget with room for boot and setup.
-: "${VM_TIMEOUT:=$((40 * (2 * STOCK_TIMEOUT + 15) + 300))}"
 
 # run_userland U: one VM boot; its stdout (result lines) into $OUT/U.out and to ours.
 run_userland() {
@@ -77,15 +19,16 @@ run_userland() {
   USERLAND=$u VM_TIMEOUT=$VM_TIMEOUT \
     VM_EXTRA_DEBS="$STOCK_DEBS${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
     VM_EXCLUDE_GLOB=$exclude VM_OVERLAY=$overlay VM_FILES="$WORK/files" \
-    VM_GUEST_SCRIPT="$STOCKDIR/guest.sh" \
-    "$HARNESS/tests/vm/run.sh" | tee "$OUT/$u.out" || rc=$?
+    VM_GUEST_SCRIPT="$WORK/harness/guest.sh" \
+    "$HARNESS_RUN" | tee "$OUT/$u.out" || rc=$?
   return $rc
 }
 
 # section U: the markdown section of userland U, from $OUT/U.out.
 section() {
   local u=$1 f="$OUT/$1.out" meta date
-  date=$(date -u '+%Y-%m-%d %H:%M UTC')
+  # The run's date is that of its output (STOCK_REPORT_ONLY rewrites the doc later).
+  date=$(date -u -r "$f" '+%Y-%m-%d %H:%M UTC')
   meta=$(sed -n 's/^# stock: userland=//p' "$f" | head -n1)
   printf '<!-- stock:begin %s -->\n' "$u"
   awk -v u="$u" -v meta="$meta" -v date="$date" -v prov="$PROVIDER" '
@@ -165,13 +108,76 @@ write_doc() {
   log "wrote ${STOCK_DOC#"$REPO"/}"
 }
 
-failed=()
-for u in "${userlands[@]}"; do
-  run_userland "$u" || failed+=("$u")
-done
-write_doc
-if ((${#failed[@]})); then
-  log "failures in: ${failed[*]} (details: $OUT/<userland>.out, build/vm/serial-*.log)"
-  exit 1
-fi
-log "all cases passed in: ${userlands[*]}"
+main() {
+  STOCKDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  REPO=$(cd "$STOCKDIR/../.." && pwd)
+  # shellcheck source=tests/stock/lib.sh
+  . "$STOCKDIR/lib.sh"
+
+  PROVIDER=${PROVIDER:-ours}
+  STOCK_ITERS=${STOCK_ITERS:-1000}
+  STOCK_TIMEOUT=${STOCK_TIMEOUT:-60}
+  STOCK_CASES=${STOCK_CASES:-}
+  STOCK_SO=${STOCK_SO:-$REPO/build/libusb4_rdma.so}
+  if [[ $PROVIDER == librxe ]]; then STOCK_DOC=${STOCK_DOC:-$REPO/docs/stock-tools-librxe.md}
+  else STOCK_DOC=${STOCK_DOC:-$REPO/docs/stock-tools.md}; fi
+  OUT="$REPO/build/stock/$PROVIDER"
+
+  [[ ${1:-} == -h || ${1:-} == --help ]] && usage
+  stock_check_provider "$PROVIDER" || exit 2
+  [[ $STOCK_ITERS =~ ^[1-9][0-9]*$ ]] || die "STOCK_ITERS must be a positive number"
+  [[ $STOCK_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "STOCK_TIMEOUT must be a positive number of seconds"
+  userlands=("$@")
+  ((${#userlands[@]})) || userlands=(bookworm trixie sid)
+  local u
+  for u in "${userlands[@]}"; do
+    [[ $u =~ ^[a-z][a-z0-9-]*$ ]] || die "not a Debian suite name: $u"
+  done
+
+  mkdir -p "$OUT"
+  WORK=$(mktemp -d "$OUT/work.XXXXXX")
+  trap 'rm -rf "$WORK"' EXIT
+  # STOCK_REPORT_ONLY=1: rewrite the doc from the last runs' output, boot nothing.
+  if [[ ${STOCK_REPORT_ONLY:-0} == 1 ]]; then
+    for u in "${userlands[@]}"; do [[ -s $OUT/$u.out ]] || die "no earlier output $OUT/$u.out"; done
+    write_doc
+    return 0
+  fi
+
+  # /opt/usb4verbs/stock.conf in the guest (tests/stock/guest.sh reads it).
+  mkdir -p "$WORK/files"
+  {
+    printf 'PROVIDER=%s\nITERS=%s\nTIMEOUT=%s\n' "$PROVIDER" "$STOCK_ITERS" "$STOCK_TIMEOUT"
+    printf "CASES='%s'\n" "${STOCK_CASES//\'/}"
+  } > "$WORK/files/stock.conf"
+  exclude=${VM_EXCLUDE_GLOB:-}
+  overlay=${VM_OVERLAY:-}
+  if [[ $PROVIDER == ours ]]; then
+    [[ -z $overlay ]] || die "VM_OVERLAY is set: PROVIDER=ours builds its own overlay"
+    overlay="$WORK/overlay"
+    stock_overlay "$overlay" "$STOCK_SO" || exit 1
+    exclude="$STOCK_EXCLUDE_LIBRXE${exclude:+ $exclude}"
+  fi
+
+  # One version of the harness and of guest.sh for the whole run (lib.sh: stock_snapshot).
+  HARNESS_RUN=$(stock_snapshot "$WORK/harness" "$REPO")
+  export CACHE=${CACHE:-$REPO/.cache}
+
+  # Every case spends at most two timeouts (server start, client) plus the grace; the
+  # whole guest script must fit in the VM's budget with room for boot and setup.
+  : "${VM_TIMEOUT:=$((40 * (2 * STOCK_TIMEOUT + 15) + 300))}"
+
+  local failed=()
+  for u in "${userlands[@]}"; do
+    run_userland "$u" || failed+=("$u")
+  done
+  write_doc
+  if ((${#failed[@]})); then
+    log "failures in: ${failed[*]} (details: $OUT/<userland>.out, build/vm/serial-*.log)"
+    exit 1
+  fi
+  log "all cases passed in: ${userlands[*]}"
+}
+
+main "$@"
+exit

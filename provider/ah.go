@@ -95,6 +95,9 @@ func (ah *AH) DriverResp() []byte { return ah.driverResp }
 // Destroy destroys the AH.
 func (ah *AH) Destroy() error {
 	const verb = "destroy ah"
+	if ah == nil || ah.pd == nil {
+		return verbError(verb, errInvalid("nil ah"))
+	}
 	c := ah.pd.ctx
 	if err := c.lock(verb); err != nil {
 		return err

@@ -62,6 +62,9 @@ func (c *Context) CompChannelFromFD(fd int) (*CompChannel, error) {
 
 // FD is the channel's file descriptor (poll it for POLLIN), -1 once closed.
 func (ch *CompChannel) FD() int {
+	if ch == nil || ch.ctx == nil {
+		return -1
+	}
 	ch.ctx.mu.Lock()
 	defer ch.ctx.mu.Unlock()
 	if ch.destroyed {
@@ -75,6 +78,9 @@ func (ch *CompChannel) FD() int {
 // with (*CQ).AckEvents. A timeout returns an error wrapping ETIMEDOUT.
 func (ch *CompChannel) GetEvent(timeout time.Duration) (*CQ, error) {
 	const verb = "get cq event"
+	if ch == nil || ch.ctx == nil {
+		return nil, verbError(verb, errInvalid("nil comp channel"))
+	}
 	if err := ch.ctx.lock(verb); err != nil {
 		return nil, err
 	}
@@ -146,6 +152,9 @@ func readEvent(sys sysCalls, fd int, timeout time.Duration, buf []byte) error {
 // object alive until they are destroyed.
 func (ch *CompChannel) Close() error {
 	const verb = "destroy comp channel"
+	if ch == nil || ch.ctx == nil {
+		return verbError(verb, errInvalid("nil comp channel"))
+	}
 	if err := ch.ctx.lock(verb); err != nil {
 		return err
 	}

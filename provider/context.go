@@ -283,6 +283,9 @@ func (c *Context) AsyncFD() int {
 // lock takes the context lock and fails if the context is closed. On success
 // the caller must unlock c.mu.
 func (c *Context) lock(verb string) error {
+	if c == nil || c.cmd == nil {
+		return verbError(verb, errInvalid("nil or unopened context"))
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -315,6 +318,9 @@ func (c *Context) userHandle(h uint64) uint64 {
 // completion channels last), unmaps what the provider mapped and closes the
 // async and command fds. Closing twice returns an error wrapping ErrClosed.
 func (c *Context) Close() error {
+	if c == nil || c.cmd == nil {
+		return verbError("close context", errInvalid("nil or unopened context"))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

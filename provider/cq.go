@@ -61,7 +61,10 @@ func (c *Context) CreateCQ(attr CQAttr) (*CQ, error) {
 	defer c.mu.Unlock()
 	chFD := -1
 	if attr.Channel != nil {
-		if attr.Channel.destroyed || attr.Channel.ctx != c {
+		if attr.Channel.ctx != c {
+			return nil, verbError(verb, errInvalid("comp channel of another context"))
+		}
+		if attr.Channel.destroyed {
 			return nil, verbError(verb, errClosed("comp channel"))
 		}
 		chFD = attr.Channel.fd
@@ -142,6 +145,9 @@ func rxeMminfo(c *Context, b []byte, off int) (uapi.Mminfo, bool) {
 }
 
 func (cq *CQ) lock(verb string) error {
+	if cq == nil || cq.ctx == nil {
+		return verbError(verb, errInvalid("nil cq"))
+	}
 	if err := cq.ctx.lock(verb); err != nil {
 		return err
 	}
@@ -174,6 +180,9 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 // Acknowledging more than were received is an error (EINVAL).
 func (cq *CQ) AckEvents(n uint32) error {
 	const verb = "ack cq events"
+	if cq == nil || cq.ctx == nil {
+		return verbError(verb, errInvalid("nil cq"))
+	}
 	cq.ctx.mu.Lock()
 	defer cq.ctx.mu.Unlock()
 	if cq.ackedEvents+n > cq.compEvents || cq.ackedEvents+n < cq.ackedEvents {

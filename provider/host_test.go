@@ -636,3 +636,51 @@ func TestCallerOwnedFDsAreLeftOpen(t *testing.T) {
 		t.Error("the context's own comp channel was not closed")
 	}
 }
+
+func TestNilAndForeignObjectsAreErrorsNotPanics(t *testing.T) {
+	var c *Context
+	var zero Context
+	var pd *PD
+	var cq *CQ
+	var qp *QP
+	var srq *SRQ
+	var mr *MR
+	var ah *AH
+	var ch *CompChannel
+	for name, err := range map[string]error{
+		"nil ctx AllocPD":    func() error { _, err := c.AllocPD(); return err }(),
+		"nil ctx Close":      c.Close(),
+		"zero ctx QueryPort": func() error { _, err := zero.QueryPort(1); return err }(),
+		"zero ctx Close":     zero.Close(),
+		"nil pd RegMR":       func() error { _, err := pd.RegMR(1, 1, 1, 0); return err }(),
+		"nil pd Destroy":     pd.Destroy(),
+		"nil cq ReqNotify":   cq.ReqNotify(false),
+		"nil cq AckEvents":   cq.AckEvents(1),
+		"nil cq Destroy":     cq.Destroy(),
+		"nil qp Modify":      qp.Modify(&QPAttr{}, 0),
+		"nil qp Query":       func() error { _, _, err := qp.Query(0); return err }(),
+		"nil srq Query":      func() error { _, err := srq.Query(); return err }(),
+		"nil mr Destroy":     mr.Destroy(),
+		"nil ah Destroy":     ah.Destroy(),
+		"nil ch GetEvent":    func() error { _, err := ch.GetEvent(0); return err }(),
+		"nil ch Close":       ch.Close(),
+	} {
+		if !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%s: %v, want EINVAL", name, err)
+		}
+	}
+
+	k := newFakeKernel()
+	c1, c2 := openFake(t, k, rxe), openFake(t, k, rxe)
+	defer c1.Close()
+	defer c2.Close()
+	pd2, _ := c2.AllocPD()
+	cq1, _ := c1.CreateCQ(CQAttr{CQE: 1})
+	ch1, _ := c1.CreateCompChannel()
+	if _, err := pd2.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq1, RecvCQ: cq1}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("QP with another context's CQ: %v", err)
+	}
+	if _, err := c2.CreateCQ(CQAttr{CQE: 1, Channel: ch1}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("CQ with another context's channel: %v", err)
+	}
+}

@@ -112,6 +112,9 @@ func (mr *MR) PD() *PD { return mr.pd }
 // Destroy deregisters the MR.
 func (mr *MR) Destroy() error {
 	const verb = "dereg mr"
+	if mr == nil || mr.pd == nil {
+		return verbError(verb, errInvalid("nil mr"))
+	}
 	c := mr.pd.ctx
 	if err := c.lock(verb); err != nil {
 		return err

@@ -34,6 +34,9 @@ func (pd *PD) Context() *Context { return pd.ctx }
 
 // lock locks the context and checks that neither it nor pd is gone.
 func (pd *PD) lock(verb string) error {
+	if pd == nil || pd.ctx == nil {
+		return verbError(verb, errInvalid("nil pd"))
+	}
 	if err := pd.ctx.lock(verb); err != nil {
 		return err
 	}

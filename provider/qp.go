@@ -103,11 +103,17 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	defer pd.ctx.mu.Unlock()
 	c := pd.ctx
 	for _, cq := range []*CQ{attr.SendCQ, attr.RecvCQ} {
-		if cq.destroyed || cq.ctx != c {
+		if cq.ctx != c {
+			return nil, verbError(verb, errInvalid("cq of another context"))
+		}
+		if cq.destroyed {
 			return nil, verbError(verb, errClosed("cq"))
 		}
 	}
-	if attr.SRQ != nil && (attr.SRQ.destroyed || attr.SRQ.pd.ctx != c) {
+	if attr.SRQ != nil && (attr.SRQ.pd == nil || attr.SRQ.pd.ctx != c) {
+		return nil, verbError(verb, errInvalid("srq of another context"))
+	}
+	if attr.SRQ != nil && attr.SRQ.destroyed {
 		return nil, verbError(verb, errClosed("srq"))
 	}
 	uh := c.userHandle(attr.UserHandle)
@@ -201,6 +207,9 @@ func (qp *QP) RxeQueues() (rq, sq uapi.Mminfo, ok bool) {
 }
 
 func (qp *QP) lock(verb string) error {
+	if qp == nil || qp.pd == nil {
+		return verbError(verb, errInvalid("nil qp"))
+	}
 	if err := qp.pd.ctx.lock(verb); err != nil {
 		return err
 	}

@@ -103,6 +103,9 @@ func (srq *SRQ) DriverResp() []byte { return srq.driverResp }
 func (srq *SRQ) RxeQueue() (uapi.Mminfo, bool) { return rxeMminfo(srq.pd.ctx, srq.driverResp, 0) }
 
 func (srq *SRQ) lock(verb string) error {
+	if srq == nil || srq.pd == nil {
+		return verbError(verb, errInvalid("nil srq"))
+	}
 	if err := srq.pd.ctx.lock(verb); err != nil {
 		return err
 	}

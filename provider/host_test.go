@@ -684,3 +684,69 @@ func TestNilAndForeignObjectsAreErrorsNotPanics(t *testing.T) {
 		t.Errorf("CQ with another context's channel: %v", err)
 	}
 }
+
+// TestUSB4KernelRefusals plays the usb4 kernel's documented refusals
+// (usb4-kernel-and-consumers.md §1.2-1.6: no SRQ, no UD, no userspace AH,
+// generic uverbs without driver data) and checks how they surface.
+func TestUSB4KernelRefusals(t *testing.T) {
+	k := newFakeKernel()
+	k.checkID, k.wantID = true, uapi.RDMA_DRIVER_UNKNOWN
+	usb4 := classifyDriver("usb4_rdma0", 0x0200544256524253, uapi.RDMA_DRIVER_UNKNOWN)
+	c := openFake(t, k, usb4)
+	defer c.Close()
+	qpCreate := methodKey(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_CREATE)
+	okCreate := k.methods[qpCreate]
+	k.methods[qpCreate] = func(call *fakeCall, out func(uint16) []byte, set func(uint16, uint64)) error {
+		if call.attr(uapi.UVERBS_ATTR_UHW_OUT) != nil || call.attr(uapi.UVERBS_ATTR_UHW_IN) != nil {
+			return unix.EINVAL // the usb4 kernel takes no driver data
+		}
+		if typ := call.attr(uapi.UVERBS_ATTR_CREATE_QP_TYPE).Data; typ != uapi.IB_UVERBS_QPT_RC && typ != uapi.IB_UVERBS_QPT_UC {
+			return unix.EOPNOTSUPP
+		}
+		return okCreate(call, out, set)
+	}
+	k.methods[methodKey(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_CREATE)] = func(*fakeCall, func(uint16) []byte, func(uint16, uint64)) error {
+		return unix.EOPNOTSUPP
+	}
+	k.writeCmd[uapi.IB_USER_VERBS_CMD_CREATE_AH] = func(in, out []byte) error { return unix.EOPNOTSUPP }
+
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(CQAttr{CQE: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq}); err != nil {
+		t.Errorf("RC on usb4: %v", err)
+	}
+	if _, err := pd.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: cq, RecvCQ: cq}); !errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("UD on usb4: %v, want ErrNotSupported", err)
+	}
+	if _, err := pd.CreateSRQ(SRQInitAttr{MaxWR: 4, MaxSGE: 1}); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("SRQ on usb4: %v, want ErrNotSupported", err)
+	}
+	if _, err := pd.CreateAH(AHAttr{Port: 1}); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "create ah") {
+		t.Errorf("AH on usb4: %v, want ErrNotSupported naming the verb", err)
+	}
+}
+
+func BenchmarkReqNotifyThroughFakeSeam(b *testing.B) {
+	k := newFakeKernel()
+	c, err := openInfo(k, DeviceInfo{Name: "fake0", Chardev: "/dev/infiniband/uverbs9", Driver: rxe}, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	cq, err := c.CreateCQ(CQAttr{CQE: 4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := cq.ReqNotify(false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

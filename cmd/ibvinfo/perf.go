@@ -207,6 +207,10 @@ type perfMsg struct {
 	Error string        `json:"error,omitempty"`
 }
 
+// oobTimeout bounds each wait for the peer's next message: a dead peer
+// ends the run with an error instead of a hang.
+const oobTimeout = 2 * time.Minute
+
 // maxPerfMsg bounds one protocol line; a peer cannot make us buffer more.
 const maxPerfMsg = 4096
 
@@ -237,10 +241,17 @@ func writeMsg(w io.Writer, m perfMsg) error {
 	return err
 }
 
+// tellPeer sends err to the peer, best effort: a peer that does not read
+// must not block our exit, hence the deadline.
+func tellPeer(c net.Conn, err error) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = writeMsg(c, perfMsg{Error: err.Error()})
+}
+
 func clientConn(c net.Conn, dp dataPath, dev string, po perfOptions, bar *progress) (perfResult, error) {
 	res := perfResult{Devices: []string{dev}, Size: po.size, Iterations: po.iters}
 	fail := func(what string, err error) (perfResult, error) {
-		_ = writeMsg(c, perfMsg{Error: err.Error()})
+		tellPeer(c, err)
 		return res, fmt.Errorf("perf: %s: %w: %w", what, errPerf, err)
 	}
 	ep, err := dp.Open(dev, po.size)
@@ -253,6 +264,7 @@ func clientConn(c net.Conn, dp dataPath, dev string, po perfOptions, bar *progre
 	if err := writeMsg(c, perfMsg{Hello: &info, Iters: po.iters}); err != nil {
 		return fail("send hello", err)
 	}
+	_ = c.SetReadDeadline(time.Now().Add(oobTimeout))
 	m, err := readMsg(r)
 	if err != nil {
 		return fail("read peer hello", err)
@@ -288,6 +300,7 @@ func clientConn(c net.Conn, dp dataPath, dev string, po perfOptions, bar *progre
 	if err := writeMsg(c, perfMsg{Done: true}); err != nil {
 		return fail("send done", err)
 	}
+	_ = c.SetReadDeadline(time.Now().Add(oobTimeout))
 	if _, err := readMsg(r); err != nil {
 		return fail("read peer done", err)
 	}
@@ -301,10 +314,11 @@ func clientConn(c net.Conn, dp dataPath, dev string, po perfOptions, bar *progre
 func serveConn(c net.Conn, dp dataPath, dev string, po perfOptions, bar *progress) (perfResult, error) {
 	res := perfResult{Devices: []string{dev}, Size: po.size, Peer: c.RemoteAddr().String()}
 	fail := func(what string, err error) (perfResult, error) {
-		_ = writeMsg(c, perfMsg{Error: err.Error()})
+		tellPeer(c, err)
 		return res, fmt.Errorf("perf --serve: %s: %w: %w", what, errPerf, err)
 	}
 	r := bufio.NewReaderSize(c, maxPerfMsg)
+	_ = c.SetReadDeadline(time.Now().Add(oobTimeout))
 	m, err := readMsg(r)
 	if err != nil {
 		return fail("read client hello", err)
@@ -335,6 +349,7 @@ func serveConn(c net.Conn, dp dataPath, dev string, po perfOptions, bar *progres
 		bar.update(i+1, m.Iters, "latency")
 	}
 	bar.finish()
+	_ = c.SetReadDeadline(time.Now().Add(oobTimeout))
 	if _, err := readMsg(r); err != nil {
 		return fail("read done", err)
 	}

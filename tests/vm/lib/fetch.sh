@@ -11,7 +11,26 @@ DENY_PKGS=" debconf cdebconf perl-base perl dpkg libc-bin coreutils base-files b
   init-system-helpers adduser lsb-base sysvinit-utils usrmerge usr-is-merged libpam-runtime
   libpam-modules libpam-modules-bin passwd login tzdata systemd systemd-sysv udev
   libcap2-bin python3 mount util-linux bash dash readline-common sensible-utils
-  opensysusers systemd-standalone-sysusers systemd-sysusers "
+  opensysusers systemd-standalone-sysusers systemd-sysusers
+  libamdhip64-* libamd-comgr* libhsa-runtime64-* libhsakmt* libllvm* libclang* libze1
+  ocl-icd-libopencl1 libxnvctrl0 libz3-* "
+# The last line: GPU runtimes (~270 MB) that UCX and Open MPI reach only through
+# plugins they dlopen and skip when absent; without them a trixie image with ucx-utils
+# is ~60 MB instead of ~300 MB and boots 10 s sooner.
+
+# denied PKG: PKG matches one of DENY_PKGS or VM_DENY_DEBS (shell patterns).
+DENY_PATTERNS=()
+denied() {
+  local pat
+  if ((${#DENY_PATTERNS[@]} == 0)); then
+    read -r -d '' -a DENY_PATTERNS <<<"$DENY_PKGS ${VM_DENY_DEBS:-}" || true  # no globbing
+  fi
+  for pat in "${DENY_PATTERNS[@]}"; do
+    # shellcheck disable=SC2053 # pat is a pattern on purpose
+    [[ $1 == $pat ]] && return 0
+  done
+  return 1
+}
 
 # apt_use SUITE: point APTOPTS at SUITE's private apt state, refreshing its lists when
 # they are missing or older than 12 hours. The binary caches are named explicitly:
@@ -68,12 +87,13 @@ apt_closure() {
         [[ $target == \<* ]] && { virtual=1; continue; }
       elif ((virtual)) && [[ $line =~ ^[[:space:]]{4}([^[:space:]]+)$ ]]; then
         target=${BASH_REMATCH[1]}  # a provider of the virtual package above
-        [[ $DENY_PKGS == *" $target "* ]] && continue
+        denied "$target" && continue
         virtual=0
       else
         continue
       fi
-      [[ -n ${seen[$target]:-} || $DENY_PKGS == *" $target "* ]] && continue
+      [[ -n ${seen[$target]:-} ]] && continue
+      denied "$target" && continue
       seen[$target]=1
       next+=("$target")
     done < <(apt-cache "${APTOPTS[@]}" depends --no-recommends --no-suggests --no-conflicts \

@@ -29,9 +29,13 @@ userland_prepare() {
            "$STAGE"/usr/lib/x86_64-linux-gnu/gconv
     stage_usrmerge
     stage_busybox
+    stage_check_needed
     printf '%s\n' "$debs" | sed 's#.*/##' > "$STAGE/.debs"
     touch "$STAGE/.done"
   fi
+  touch "$STAGE/.done"  # marks it used; trees unused for a week are removed
+  find "$VMCACHE/stage" -mindepth 2 -maxdepth 2 -name .done -mtime +7 -printf '%h\n' \
+    | xargs -r rm -rf
   UDESC="$USERLAND: $(userland_versions)"
 }
 
@@ -68,6 +72,27 @@ stage_busybox() {
 # present PATH: PATH exists in the staged tree. Its symlinks may be absolute (meant for
 # the guest), so a dangling one on the host still counts.
 present() { [[ -e $1 || -L $1 ]]; }
+
+# stage_check_needed: warn (once, when staging) about programs and libraries whose
+# DT_NEEDED libraries are not in the tree, e.g. after DENY_PKGS pruned a package they
+# need. Plugins in subdirectories (UCX's GPU transports) are not checked: their
+# loaders skip them when they do not load.
+stage_check_needed() {
+  command -v readelf >/dev/null || return 0
+  local -A have=()
+  local f lib missing=()
+  for f in "$STAGE"/usr/lib/x86_64-linux-gnu/* "$STAGE"/usr/lib64/*; do have[${f##*/}]=1; done
+  for f in "$STAGE"/usr/bin/* "$STAGE"/usr/sbin/* "$STAGE"/usr/lib/x86_64-linux-gnu/*.so* \
+           "$STAGE"/usr/lib/x86_64-linux-gnu/libibverbs/*.so; do
+    [[ -f $f && ! -L $f ]] || continue
+    while read -r lib; do
+      [[ -n ${have[$lib]:-} ]] || missing+=("${f#"$STAGE"/}: $lib")
+    done < <(readelf -d "$f" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+  done
+  ((${#missing[@]} == 0)) && return 0
+  log "WARN: libraries missing from the $USERLAND image (add their packages to VM_EXTRA_DEBS):"
+  printf '[vm]   %s\n' "${missing[@]}" >&2
+}
 
 # userland_versions: the versions that matter when reading a log.
 userland_versions() {

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# scripts/bench.sh: `make bench` (after `make deps build`). Runs the Go host
+# micro-benchmarks that exist, then boots the VM once and runs tests/bench/guest.sh:
+# perftest and tests/bench/microbench through our provider and through Debian's
+# librxe on the same rxe devices, interleaved. Writes the raw lines to
+# tests/bench/results/<mode>.log and regenerates docs/benchmarks.md and its SVGs
+# from every results file present (go run ./tests/bench/report).
+#
+# BENCH_MODE=ab (default): ours (libusb4_rdma, opted in for rxe) against librxe.
+# BENCH_MODE=aa: librxe against itself, to validate the method (ratios ~1.00).
+# BENCH_REPS (5), BENCH_PLAN=quick (a few sizes, for trying the machinery),
+# BENCH_SKIP_VM=1 (host benchmarks and report only), VM_TIMEOUT (1800).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+MODE=${BENCH_MODE:-ab}
+REPS=${BENCH_REPS:-5}
+PLAN=${BENCH_PLAN:-full}
+OUT=$REPO/build/bench
+RESULTS=$REPO/tests/bench/results
+case $MODE in aa | ab) ;; *) echo "bench: BENCH_MODE must be aa or ab, not $MODE" >&2; exit 2 ;; esac
+mkdir -p "$OUT" "$RESULTS"
+log() { printf '[bench] %s\n' "$*" >&2; }
+
+# The micro benchmark is built on the host against Debian 12's libibverbs (the
+# guest userland is Debian 12 too).
+if [[ ! -f /usr/include/infiniband/verbs.h ]]; then
+  log "apt-get install libibverbs-dev"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libibverbs-dev >&2
+fi
+
+# 1. Go host micro-benchmarks of the data path, if the package has them.
+HOST_OUT=$RESULTS/host.txt
+if compgen -G "provider/dataplane/*_test.go" >/dev/null \
+  && grep -qs '^func Benchmark' provider/dataplane/*_test.go; then
+  log "go test -bench . ./provider/dataplane/..."
+  {
+    echo "# go test -run '^\$' -bench . -count 5 ./provider/dataplane/...; $(date -u +%FT%TZ); loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
+    go test -run '^$' -bench . -count 5 ./provider/dataplane/... 2>&1
+  } > "$OUT/host.txt" || log "host benchmarks failed (kept in $OUT/host.txt)"
+  cp "$OUT/host.txt" "$HOST_OUT"
+else
+  log "no Benchmark functions in provider/dataplane yet: host micro-benchmarks skipped"
+fi
+
+if [[ ${BENCH_SKIP_VM:-0} != 1 ]]; then
+  # 2. What the guest gets under /opt/usb4verbs.
+  FILES=$OUT/files
+  rm -rf "$FILES"; mkdir -p "$FILES"
+  gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$FILES/microbench" tests/bench/microbench.c -libverbs
+  [[ -f build/libusb4_rdma.so ]] || { echo "bench: build/libusb4_rdma.so missing: run make build" >&2; exit 1; }
+  # Debian 12's libibverbs (rdma-core 44) loads PABI 34 names.
+  cp build/libusb4_rdma.so "$FILES/libusb4_rdma-rdmav34.so"
+  cand_env=""
+  [[ $MODE == ab ]] && cand_env="RDMAV_DRIVERS=/opt/usb4verbs/libusb4_rdma USB4VERBS_CLAIM_RXE=1"
+  {
+    echo "BENCH_MODE=$MODE"
+    echo "BENCH_REPS=$REPS"
+    echo "CAND_ENV=\"$cand_env\""
+    if [[ $PLAN == quick ]]; then
+      echo 'BENCH_LAT_SIZES="2 65536"'
+      echo 'BENCH_BW_SIZES="64 1048576"'
+    fi
+  } > "$FILES/bench.conf"
+
+  # 3. One boot. The host is shared with other VM boots: sample its load meanwhile.
+  RAW=$OUT/raw-$MODE.log
+  LOADS=$OUT/hostload-$MODE.txt
+  : > "$LOADS"
+  (while :; do echo "$(date +%s) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$LOADS"; sleep 20; done) &
+  sampler=$!
+  trap 'kill $sampler 2>/dev/null || true' EXIT
+  log "VM boot ($MODE, $REPS reps, plan $PLAN); serial log under build/vm/"
+  t0=$(date +%s)
+  rc=0
+  VM_EXTRA_DEBS="perftest ${VM_EXTRA_DEBS:-}" VM_FILES=$FILES VM_GUEST_SCRIPT=$REPO/tests/bench/guest.sh \
+    VM_TIMEOUT=${VM_TIMEOUT:-1800} tests/vm/run.sh > "$RAW" || rc=$?
+  kill $sampler 2>/dev/null || true
+  {
+    echo "@@BENCHINFO what=host boot_s=$(($(date +%s) - t0)) vm_rc=$rc nproc=$(nproc) date=$(date -u +%FT%TZ) git=$(git rev-parse --short HEAD) plan=$PLAN"
+    awk '{ printf "@@BENCHINFO what=hostload t=%s load1=%s load5=%s load15=%s\n", $1, $2, $3, $4 }' "$LOADS"
+  } >> "$RAW"
+  grep -c '^@@BENCH ' "$RAW" | xargs -I{} echo "[bench] {} samples, $(grep -c '^@@BENCHFAIL' "$RAW" || true) failures" >&2
+  if [[ $PLAN == full ]]; then
+    cp "$RAW" "$RESULTS/$MODE.log"
+  else
+    log "plan $PLAN: results stay in $RAW (not copied to tests/bench/results)"
+  fi
+  ((rc == 0)) || log "VM run reported failures (exit $rc); see $RAW"
+fi
+
+# 4. The document.
+go run ./tests/bench/report -results "$RESULTS" -doc docs/benchmarks.md -svgdir docs
+log "wrote docs/benchmarks.md, docs/benchmarks-latency.svg, docs/benchmarks-bandwidth.svg"

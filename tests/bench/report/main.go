@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+func main() {
+	results := flag.String("results", "tests/bench/results", "directory with aa.log, ab.log, host.txt, notes.md")
+	docPath := flag.String("doc", "docs/benchmarks.md", "markdown file to write")
+	svgDir := flag.String("svgdir", "docs", "directory for benchmarks-latency.svg and benchmarks-bandwidth.svg")
+	flag.Parse()
+	if err := run(*results, *docPath, *svgDir); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+}
+
+func run(results, docPath, svgDir string) error {
+	var d Doc
+	for _, mode := range []string{"aa", "ab"} {
+		r, err := loadRun(filepath.Join(results, mode+".log"))
+		if err != nil {
+			return err
+		}
+		if r != nil && r.Mode != "" && r.Mode != mode {
+			return fmt.Errorf("%s.log: holds a mode=%s run", mode, r.Mode)
+		}
+		if r != nil {
+			r.Mode = mode
+		}
+		if mode == "aa" {
+			d.AA = r
+		} else {
+			d.AB = r
+		}
+	}
+	if d.AA == nil && d.AB == nil {
+		return fmt.Errorf("no aa.log or ab.log in %s: run make bench first", results)
+	}
+	var err error
+	if d.Host, err = readOptional(filepath.Join(results, "host.txt")); err != nil {
+		return err
+	}
+	if d.Notes, err = readOptional(filepath.Join(results, "notes.md")); err != nil {
+		return err
+	}
+
+	var doc bytes.Buffer
+	if err := WriteDoc(&doc, d); err != nil {
+		return err
+	}
+	lat, bw := Plots(d)
+	for path, data := range map[string]string{
+		docPath: doc.String(),
+		filepath.Join(svgDir, "benchmarks-latency.svg"):   lat,
+		filepath.Join(svgDir, "benchmarks-bandwidth.svg"): bw,
+	} {
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// Plots draws the latency and bandwidth figures from the A/B run, or from the
+// A/A run (titled as such) when there is no A/B run.
+func Plots(d Doc) (latency, bandwidth string) {
+	run, what := d.AB, "libusb4_rdma (solid) vs librxe (dashed)"
+	if run == nil {
+		run, what = d.AA, "A/A validation: librxe (A, solid) vs librxe (B, dashed)"
+	}
+	rows := Compare(run)
+	names := providerNames(run)
+	latency = PlotSVG("Latency (t_typical) — "+what, "µs (log scale)", SeriesFor(rows, isLat, names))
+	bandwidth = PlotSVG("Bandwidth (BW average) — "+what, "MB/s (log scale)", SeriesFor(rows, isBW, names))
+	return latency, bandwidth
+}
+
+// loadRun parses path; a missing file is (nil, nil).
+func loadRun(path string) (*Run, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+func readOptional(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)) + "\n", nil
+}

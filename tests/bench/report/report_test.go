@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func loadFixture(t *testing.T) *Run {
+	t.Helper()
+	f, err := os.Open("testdata/ab.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestParseFixture(t *testing.T) {
+	r := loadFixture(t)
+	if r.Mode != "ab" {
+		t.Errorf("Mode = %q, want ab", r.Mode)
+	}
+	if got := len(r.Samples); got != 31 {
+		t.Errorf("%d samples, want 31", got)
+	}
+	if len(r.Malformed) != 1 || !strings.Contains(r.Malformed[0], "value=oops") {
+		t.Errorf("Malformed = %q, want the value=oops line only", r.Malformed)
+	}
+	if len(r.Fails) != 1 || len(r.Fails[0].Detail) != 2 || !strings.Contains(r.Fails[0].Detail[0], "errno 95") {
+		t.Errorf("Fails = %+v, want one with two detail lines", r.Fails)
+	}
+	if len(r.Skips) != 1 {
+		t.Errorf("%d skips, want 1", len(r.Skips))
+	}
+	if !r.Truncated {
+		t.Error("Truncated = false, want true")
+	}
+	if got := r.InfoValue("cand_env"); got != "RDMAV_DRIVERS=/opt/usb4verbs/libusb4_rdma USB4VERBS_CLAIM_RXE=1" {
+		t.Errorf("quoted cand_env = %q", got)
+	}
+	if got := r.InfoValue("at"); got != "ib_read_bw q4 64" {
+		t.Errorf("quoted at = %q", got)
+	}
+	if len(r.HostLoad1) != 2 || r.HostLoad1[1] != 4.5 {
+		t.Errorf("HostLoad1 = %v", r.HostLoad1)
+	}
+	if len(r.Harness) != 1 {
+		t.Errorf("Harness = %q", r.Harness)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	if _, err := Parse(strings.NewReader("just console output\n")); err == nil {
+		t.Error("a file without @@BENCH lines parsed")
+	}
+	if _, err := Parse(errReader{}); err == nil {
+		t.Error("a read error was not reported")
+	}
+	for _, in := range []string{`a=1 b`, `a="unterminated`, `=1`, `a"b=1`} {
+		if _, err := splitFields(in); err == nil {
+			t.Errorf("splitFields(%q) accepted", in)
+		}
+	}
+	r, err := Parse(strings.NewReader(strings.Join([]string{
+		"@@BENCH side=ours tool=t size=2 rep=1 metric=m value=1",     // ok
+		"@@BENCH side=theirs tool=t size=2 rep=1 metric=m value=1",   // bad side
+		"@@BENCH side=ours tool=t size=-2 rep=1 metric=m value=1",    // negative size
+		"@@BENCH side=ours tool=t rep=1 metric=m value=1",            // no size
+		"@@BENCH side=ours tool=t size=2 rep=1 metric=m value=NaN",   // NaN
+		"@@BENCH side=ours tool=t size=2 rep=1 metric=m value=+Inf",  // Inf
+		"@@BENCH side=ours size=2 rep=1 metric=m value=1",            // no tool
+		"@@BENCHWHAT side=ours tool=t size=2 rep=1 metric=m value=1", // unknown tag
+	}, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Samples) != 1 || len(r.Malformed) != 7 {
+		t.Errorf("%d samples, %d malformed; want 1 and 7", len(r.Samples), len(r.Malformed))
+	}
+	if s := r.Samples[0]; s.Key.QPs != 1 || s.Key.PL != 1 {
+		t.Errorf("defaults: qps %d pl %d, want 1 and 1", s.Key.QPs, s.Key.PL)
+	}
+}
+
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errors.New("boom") }
+
+func TestSummarize(t *testing.T) {
+	s := Summarize([]float64{4, 1, 3, 2})
+	if s.N != 4 || !near(s.Median, 2.5) || s.Min != 1 || s.Max != 4 || !near(s.Q1, 1.75) || !near(s.Q3, 3.25) {
+		t.Errorf("Summarize(4 1 3 2) = %+v", s)
+	}
+	if !near(s.RelSpread, 3/2.5) {
+		t.Errorf("RelSpread = %v, want 1.2", s.RelSpread)
+	}
+	if s := Summarize([]float64{10, 11, 12, 13, 50}); s.Median != 12 {
+		t.Errorf("median of 10 11 12 13 50 = %v, want 12 (not the mean)", s.Median)
+	}
+	if s := Summarize(nil); s.N != 0 {
+		t.Errorf("Summarize(nil) = %+v", s)
+	}
+}
+
+func findRow(rows []Row, tool string, size, qps int, metric string) (Row, bool) {
+	for _, r := range rows {
+		if r.Tool == tool && r.Size == size && r.QPs == qps && r.Metric == metric {
+			return r, true
+		}
+	}
+	return Row{}, false
+}
+
+func TestCompare(t *testing.T) {
+	rows := Compare(loadFixture(t))
+	r, ok := findRow(rows, "ib_write_lat", 2, 1, "t_typical_us")
+	if !ok || !near(r.Ratio, 1.2) || r.Ours.N != 5 || r.Base.N != 5 {
+		t.Errorf("ib_write_lat 2 B: %+v, want ratio 1.2 from 5+5 samples", r)
+	}
+	r, ok = findRow(rows, "ib_read_lat", 2, 1, "t_typical_us")
+	if !ok || r.Both() || !math.IsNaN(r.Ratio) {
+		t.Errorf("one-sided case: %+v, want no ratio", r)
+	}
+	r, _ = findRow(rows, "micro", 8, 1, "poll_empty_ns")
+	if !math.IsNaN(r.Ratio) {
+		t.Errorf("ratio against a zero baseline = %v, want NaN", r.Ratio)
+	}
+	for i := 1; i < len(rows); i++ {
+		a, b := rows[i-1].Key, rows[i].Key
+		if a.Tool == b.Tool && a.QPs == b.QPs && a.PL == b.PL && a.Metric == b.Metric && a.Size > b.Size {
+			t.Errorf("rows not sorted by size: %v before %v", a, b)
+		}
+	}
+}
+
+func TestTargets(t *testing.T) {
+	rows := Compare(loadFixture(t))
+	want := map[string]struct {
+		status Status
+		excess float64
+		worst  string
+	}{
+		"latency":   {Missed, 0.2, "ib_write_lat"},
+		"bandwidth": {Met, -0.5, "ib_write_bw"}, // 1 MiB q4 at exactly 1.00 is the closest
+		"msgrate":   {Missed, 1/0.9 - 1, "ib_send_bw"},
+		"percall":   {Met, 1.05/1.10 - 1, "micro"},
+		"rss":       {Missed, 30000 - 4000 - 16384, "proc"},
+		"threads":   {Missed, 1, "proc"},
+	}
+	for _, tg := range Targets() {
+		tg.Check(rows)
+		w, ok := want[tg.ID]
+		if !ok {
+			t.Errorf("unexpected target %s", tg.ID)
+			continue
+		}
+		if tg.Status != w.status || tg.Worst.Tool != w.worst {
+			t.Errorf("%s: status %v worst %s, want %v %s", tg.ID, tg.Status, tg.Worst.Tool, w.status, w.worst)
+		}
+		if tg.ID == "bandwidth" {
+			// The worst (closest) bandwidth case is 13 vs 13: exactly at the limit.
+			if !near(tg.Excess, 0) || tg.Worst.Size != 1048576 {
+				t.Errorf("bandwidth: excess %v at %d, want 0 at 1 MiB", tg.Excess, tg.Worst.Size)
+			}
+			continue
+		}
+		if !near(tg.Excess, w.excess) {
+			t.Errorf("%s: excess %v, want %v", tg.ID, tg.Excess, w.excess)
+		}
+	}
+}
+
+func TestTargetNoData(t *testing.T) {
+	tg := Targets()[0]
+	tg.Check([]Row{{Key: Key{Tool: "ib_send_lat", Size: 2, QPs: 1, PL: 1, Metric: "t_typical_us"},
+		Ours: Summarize([]float64{1}), Ratio: math.NaN()}})
+	if tg.Status != NoData || len(tg.Missing) != 1 || !strings.Contains(tg.Verdict(), "one side only") {
+		t.Errorf("one-sided latency: %v, %q", tg.Status, tg.Verdict())
+	}
+}
+
+func TestWriteDocAB(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteDoc(&b, Doc{AB: loadFixture(t), Notes: "Hand-written analysis."}); err != nil {
+		t.Fatal(err)
+	}
+	doc := b.String()
+	for _, want := range []string{
+		"## Result (A/B): libusb4_rdma / librxe",
+		"| 2 B | 12.0 (10.0–50.0) | 5 | 10.0 (10.0–10.0) | 5 | 1.20 |",
+		"**missed** by 20.0 %",
+		"**missed** by 9616 KiB",
+		"| ours | libusb4_rdma | usb4_rdma+rxe ×",
+		"stopped early",
+		"`cli: Couldn't post send: qp 0 scnt=0 \\| errno 95`",
+		"no A/A run to tell noise from effect",
+		"## Analysis\n\nHand-written analysis.",
+		"median 4.00, min 3.50, max 4.50",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("document lacks %q", want)
+		}
+	}
+	if strings.Contains(doc, "**no:") {
+		t.Error("providers match the sides, yet the document flags a mismatch")
+	}
+}
+
+func TestWriteDocFlagsWrongProvider(t *testing.T) {
+	r, err := Parse(strings.NewReader(
+		"@@BENCH mode=ab side=ours loaded=rxe tool=ib_write_lat size=2 rep=1 metric=t_typical_us value=1\n" +
+			"@@BENCH mode=ab side=librxe loaded=rxe tool=ib_write_lat size=2 rep=1 metric=t_typical_us value=1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteDoc(&b, Doc{AB: r}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| ours | libusb4_rdma | rxe ×1 | – | **no:") {
+		t.Errorf("an A/B run served by librxe on both sides is not flagged:\n%s", b.String())
+	}
+}
+
+func TestWriteDocAAWithNoiseBand(t *testing.T) {
+	aa, err := Parse(strings.NewReader(
+		"@@BENCH mode=aa side=ours loaded=rxe tool=ib_write_lat size=2 rep=1 metric=t_typical_us value=11\n" +
+			"@@BENCH mode=aa side=librxe loaded=rxe tool=ib_write_lat size=2 rep=1 metric=t_typical_us value=10\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab, err := Parse(strings.NewReader(
+		"@@BENCH mode=ab side=ours loaded=usb4_rdma+rxe tool=ib_write_lat size=2 rep=1 metric=t_typical_us value=10.5\n" +
+			"@@BENCH mode=ab side=librxe loaded=rxe tool=ib_write_lat size=2 rep=1 metric=t_typical_us value=10\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteDoc(&b, Doc{AA: aa}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "A/A validation run only") || !strings.Contains(b.String(), "librxe (A)") {
+		t.Error("an A/A-only document is not labelled as such")
+	}
+	b.Reset()
+	if err := WriteDoc(&b, Doc{AA: aa, AB: ab}); err != nil {
+		t.Fatal(err)
+	}
+	// A/A moved latency by 10 %; the A/B miss of 5 % is inside that band.
+	if !strings.Contains(b.String(), "inside the A/A noise band of this class (±10 %)") {
+		t.Errorf("a miss within the A/A noise band is not called noise:\n%s", b.String())
+	}
+}
+
+func TestPlotSVG(t *testing.T) {
+	rows := Compare(loadFixture(t))
+	series := SeriesFor(rows, isLat, providerNames(nil))
+	// ib_read_lat has our side only: one series; ib_write_lat one per side.
+	if len(series) != 3 {
+		t.Fatalf("%d latency series, want 3: %+v", len(series), series)
+	}
+	if series[1].Dashed || !series[2].Dashed || series[1].Name != "ib_write_lat libusb4_rdma" {
+		t.Errorf("series order/style: %+v", series)
+	}
+	svg := PlotSVG("Latency <test>", "µs", series)
+	checkXML(t, svg)
+	if n := strings.Count(svg, "<polyline"); n != 2 {
+		t.Errorf("%d polylines, want 2", n)
+	}
+	if !strings.Contains(svg, "Latency &lt;test&gt;") || !strings.Contains(svg, ">64\u00a0KiB<") {
+		t.Error("title not escaped or size ticks missing")
+	}
+	empty := PlotSVG("none", "x", nil)
+	checkXML(t, empty)
+	if !strings.Contains(empty, "no data") {
+		t.Error("empty plot does not say so")
+	}
+	bw := SeriesFor(rows, isBW, providerNames(nil))
+	if len(bw) != 4 || !strings.Contains(bw[0].Name, "q1") || !bw[2].Square {
+		t.Errorf("bandwidth series: %+v", bw)
+	}
+}
+
+func checkXML(t *testing.T, s string) {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(s))
+	for {
+		_, err := d.Token()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+	}
+}
+
+func TestHostBench(t *testing.T) {
+	out := "# go test header\ngoos: linux\nBenchmarkPostPollRxe-2   1000000   12.0 ns/op\n" +
+		"BenchmarkPostPollRxe-2   1000000   14.0 ns/op\nBenchmarkPostPollRxe-2 1000000 13.0 ns/op 0 B/op\n" +
+		"BenchmarkBroken-2 x y\nPASS\n"
+	rows := HostBench(out)
+	if len(rows) != 1 || rows[0].Tool != "BenchmarkPostPollRxe-2" || rows[0].Ours.Median != 13 || rows[0].Ours.N != 3 {
+		t.Errorf("HostBench = %+v", rows)
+	}
+}
+
+func TestRunWritesFiles(t *testing.T) {
+	dir := t.TempDir()
+	res := filepath.Join(dir, "results")
+	if err := os.Mkdir(res, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(res, filepath.Join(dir, "b.md"), dir); err == nil {
+		t.Error("run with no results succeeded")
+	}
+	fix, err := os.ReadFile("testdata/ab.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(res, "aa.log"), fix, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(res, filepath.Join(dir, "b.md"), dir); err == nil || !strings.Contains(err.Error(), "mode=ab") {
+		t.Errorf("an A/B log saved as aa.log: err %v", err)
+	}
+	if err := os.Rename(filepath.Join(res, "aa.log"), filepath.Join(res, "ab.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(res, filepath.Join(dir, "b.md"), dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"b.md", "benchmarks-latency.svg", "benchmarks-bandwidth.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+}

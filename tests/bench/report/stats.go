@@ -1,0 +1,136 @@
+package main
+
+import (
+	"math"
+	"sort"
+)
+
+// Stat summarises the repetitions of one case on one side.
+type Stat struct {
+	N                int
+	Median, Min, Max float64
+	Q1, Q3           float64
+	RelSpread        float64 // (Max-Min)/Median; 0 with one sample
+}
+
+// Summarize returns the order statistics of vs (linear interpolation between
+// closest ranks for the quartiles). Empty input gives a Stat with N == 0.
+func Summarize(vs []float64) Stat {
+	if len(vs) == 0 {
+		return Stat{}
+	}
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	st := Stat{N: len(s), Min: s[0], Max: s[len(s)-1]}
+	st.Median = quantile(s, 0.5)
+	st.Q1 = quantile(s, 0.25)
+	st.Q3 = quantile(s, 0.75)
+	if st.Median != 0 {
+		st.RelSpread = (st.Max - st.Min) / math.Abs(st.Median)
+	}
+	return st
+}
+
+func quantile(sorted []float64, q float64) float64 {
+	pos := q * float64(len(sorted)-1)
+	lo := int(math.Floor(pos))
+	hi := int(math.Ceil(pos))
+	return sorted[lo] + (sorted[hi]-sorted[lo])*(pos-float64(lo))
+}
+
+// Row compares one case across the two sides.
+type Row struct {
+	Key
+	Ours, Base Stat
+	// Ratio is Ours.Median / Base.Median, NaN when either side lacks data or
+	// the baseline median is 0.
+	Ratio float64
+}
+
+// Both says whether both sides have data.
+func (r Row) Both() bool { return r.Ours.N > 0 && r.Base.N > 0 }
+
+// Compare groups a run's samples by case and side. Rows are sorted by tool,
+// QPs, post list, metric, then size, so tables read from small to large.
+func Compare(run *Run) []Row {
+	type sideKey struct {
+		Key
+		side string
+	}
+	vals := map[sideKey][]float64{}
+	keys := map[Key]bool{}
+	for _, s := range run.Samples {
+		sk := sideKey{s.Key, s.Side}
+		vals[sk] = append(vals[sk], s.Value)
+		keys[s.Key] = true
+	}
+	rows := make([]Row, 0, len(keys))
+	for k := range keys {
+		r := Row{Key: k, Ours: Summarize(vals[sideKey{k, SideOurs}]), Base: Summarize(vals[sideKey{k, SideLibrxe}])}
+		r.Ratio = math.NaN()
+		if r.Both() && r.Base.Median != 0 {
+			r.Ratio = r.Ours.Median / r.Base.Median
+		}
+		rows = append(rows, r)
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i].Key, rows[j].Key
+		if a.Tool != b.Tool {
+			return a.Tool < b.Tool
+		}
+		if a.QPs != b.QPs {
+			return a.QPs < b.QPs
+		}
+		if a.PL != b.PL {
+			return a.PL < b.PL
+		}
+		if a.Metric != b.Metric {
+			return a.Metric < b.Metric
+		}
+		return a.Size < b.Size
+	})
+	return rows
+}
+
+// Select returns the rows for which keep is true.
+func Select(rows []Row, keep func(Key) bool) []Row {
+	var out []Row
+	for _, r := range rows {
+		if keep(r.Key) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// GeoMeanRatio is the geometric mean of the finite ratios of rows, and how
+// many there were; NaN when there are none.
+func GeoMeanRatio(rows []Row) (float64, int) {
+	sum, n := 0.0, 0
+	for _, r := range rows {
+		if r.Ratio > 0 && !math.IsInf(r.Ratio, 0) {
+			sum += math.Log(r.Ratio)
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN(), 0
+	}
+	return math.Exp(sum / float64(n)), n
+}
+
+// NoiseBand is the largest |ratio - 1| among rows: in an A/A run, how far
+// from 1.00 noise alone moved a ratio.
+func NoiseBand(rows []Row) float64 {
+	band := math.NaN()
+	for _, r := range rows {
+		if math.IsNaN(r.Ratio) {
+			continue
+		}
+		d := math.Abs(r.Ratio - 1)
+		if math.IsNaN(band) || d > band {
+			band = d
+		}
+	}
+	return band
+}

@@ -14,6 +14,15 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/golden from the current output")
 
+// hostOnly skips tests that read testdata: the VM harness runs test
+// binaries in an empty directory.
+func hostOnly(t *testing.T) {
+	t.Helper()
+	if os.Getenv("USB4VERBS_VM") == "1" {
+		t.Skip("fixture-tree test; runs on the host")
+	}
+}
+
 func treeDir(name string) string { return filepath.Join("testdata", "trees", name) }
 
 // runCmd runs ibvinfo with args and returns stdout, stderr and the exit code.
@@ -46,6 +55,7 @@ func checkGolden(t *testing.T, name, got string) {
 }
 
 func TestGolden(t *testing.T) {
+	hostOnly(t)
 	for _, ft := range fixtureTrees {
 		t.Run(ft.name, func(t *testing.T) {
 			root := treeDir(ft.name)
@@ -106,6 +116,7 @@ func doctorChecks(t *testing.T, tree string) []check {
 // that the healthy tree produces none, and that every finding the issue
 // names is produced by some tree.
 func TestFindingsPerTree(t *testing.T) {
+	hostOnly(t)
 	hitBy := map[string][]string{}
 	for _, ft := range fixtureTrees {
 		var got []string
@@ -142,6 +153,7 @@ func TestFindingsPerTree(t *testing.T) {
 
 // TestDoctorWithoutWatchSkipsCounters: the counters check needs --watch.
 func TestDoctorWithoutWatchSkipsCounters(t *testing.T) {
+	hostOnly(t)
 	out, _, code := runCmd(t, "--json", "--root", treeDir("counters-not-moving"), "doctor")
 	if code != exitOK {
 		t.Errorf("exit %d", code)
@@ -160,6 +172,7 @@ func TestDoctorWithoutWatchSkipsCounters(t *testing.T) {
 // TestDoctorNamedAppleDevice: naming the Apple slot on the command line is
 // "about to use it", even in the healthy tree.
 func TestDoctorNamedAppleDevice(t *testing.T) {
+	hostOnly(t)
 	out, _, code := runCmd(t, "--root", treeDir("healthy"), "doctor", "usb4_rdma9")
 	if code != exitFindings || !strings.Contains(out, "usb4_rdma9 (named on the command line)") {
 		t.Errorf("exit %d, output:\n%s", code, out)
@@ -189,6 +202,7 @@ func TestNCCLSelects(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
+	hostOnly(t)
 	for _, args := range [][]string{
 		{"frobnicate"},
 		{"--bogus"},
@@ -215,6 +229,7 @@ func TestUsage(t *testing.T) {
 
 // TestNoColorWhenNotTerminal: output to a buffer is never coloured.
 func TestNoColorWhenNotTerminal(t *testing.T) {
+	hostOnly(t)
 	out, _, _ := runCmd(t, "--root", treeDir("memlock-low"), "doctor")
 	if strings.Contains(out, "\x1b[") {
 		t.Error("colour codes in non-terminal output")

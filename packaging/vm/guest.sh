@@ -36,12 +36,13 @@ done > /var/lib/dpkg/status
 
 # --- install
 section "dpkg -i ${deb##*/}"
+why=""
 if dpkg -i "$deb"; then
   st=$(dpkg-query -W -f '${Status} ${Version}' usb4verbs 2>&1)
   echo "dpkg-query: $st"
-  case $st in "install ok installed "*) ;; *) fail install "dpkg-query says: $st" ;; esac
+  case $st in "install ok installed "*) ;; *) why="dpkg-query says: $st" ;; esac
 else
-  fail install "dpkg -i exit $?"
+  why="dpkg -i exit $?"
 fi
 ls -l "$provdir"/libusb4_rdma* "$driver" /usr/bin/ibvinfo
 real=$(ls "$provdir"/libusb4_rdma.so.* 2>/dev/null | head -n1)
@@ -53,7 +54,8 @@ for n in 34 57 59 64 65; do
 done
 [ "$(cat "$driver" 2>/dev/null)" = "driver usb4_rdma" ] || bad="$bad driver-file"
 [ -x /usr/bin/ibvinfo ] || bad="$bad ibvinfo"
-if [ -z "$bad" ]; then pass install; else fail install "wrong or missing:$bad"; fi
+[ -z "$bad" ] || why="${why:+$why; }wrong or missing:$bad"
+if [ -z "$why" ]; then pass install; else fail install "$why"; fi
 
 # --- devices through stock libibverbs (librxe excluded from the image)
 ls "$provdir"/librxe* 2>/dev/null && fail devices "librxe is in the image; the check would prove nothing" soft
@@ -61,10 +63,12 @@ export USB4VERBS_CLAIM_RXE=1 IBV_SHOW_WARNINGS=1
 section "ibv_devices"
 out=$(USB4VERBS_DEBUG=1 ibv_devices 2>&1); rc=$?
 echo "$out"
-if [ $rc = 0 ] && echo "$out" | grep -qw rxe0 && echo "$out" | grep -qw rxe1; then
+# Our provider says what it probed (USB4VERBS_DEBUG); each device row is "name GUID".
+listed() { echo "$out" | grep -Eq "^[[:space:]]+$1[[:space:]]+[0-9a-f]{16}\$"; }
+if [ $rc = 0 ] && echo "$out" | grep -q '^libusb4_rdma: libibverbs PABI' && listed rxe0 && listed rxe1; then
   pass devices
 else
-  fail devices "ibv_devices exit $rc, rxe0 and rxe1 not both listed" soft
+  fail devices "ibv_devices exit $rc; want our provider's probe line and rxe0 and rxe1 listed" soft
 fi
 section "ibv_devinfo -v"
 out=$(timeout 60 ibv_devinfo -v 2>&1); rc=$?
@@ -82,7 +86,9 @@ unset USB4VERBS_CLAIM_RXE IBV_SHOW_WARNINGS
 
 # --- remove and purge: nothing of ours may stay behind
 section "dpkg -P usb4verbs"
-dpkg -P usb4verbs || fail remove "dpkg -P exit $?"
+why=""
+dpkg -P usb4verbs || why="dpkg -P exit $?"
 left=$(ls -d "$provdir"/libusb4_rdma* "$driver" /usr/bin/ibvinfo /usr/share/doc/usb4verbs 2>/dev/null)
-if [ -z "$left" ]; then pass remove; else fail remove "left behind: $(echo $left)"; fi
+[ -z "$left" ] || why="${why:+$why; }left behind: $(echo $left)"
+if [ -z "$why" ]; then pass remove; else fail remove "$why"; fi
 exit $hard

@@ -89,6 +89,9 @@ func (ah *AH) Handle() uint32 { return ah.handle }
 // Attr returns the attributes the AH was created with.
 func (ah *AH) Attr() AHAttr { return ah.attr }
 
+// PD returns the protection domain of the AH.
+func (ah *AH) PD() *PD { return ah.pd }
+
 // DriverResp is the raw driver response of create_ah (rxe: rxe_create_ah_resp).
 func (ah *AH) DriverResp() []byte { return ah.driverResp }
 

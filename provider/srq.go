@@ -96,6 +96,9 @@ func (srq *SRQ) UserHandle() uint64 { return srq.userHandle }
 // InitAttr returns the sizes the kernel granted at creation.
 func (srq *SRQ) InitAttr() SRQAttr { return srq.attr }
 
+// PD returns the protection domain of the SRQ.
+func (srq *SRQ) PD() *PD { return srq.pd }
+
 // DriverResp is the raw driver response of create_srq (rxe: rxe_create_srq_resp).
 func (srq *SRQ) DriverResp() []byte { return srq.driverResp }
 

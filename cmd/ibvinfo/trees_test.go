@@ -330,3 +330,52 @@ func TestGenerateTrees(t *testing.T) {
 		writeTree(t, filepath.Join("testdata", "trees", ft.name), spec)
 	}
 }
+
+// TestTreesUpToDate regenerates every tree into a temporary directory and
+// compares it with the committed one, so the generator stays the source.
+func TestTreesUpToDate(t *testing.T) {
+	hostOnly(t)
+	for _, ft := range fixtureTrees {
+		spec := healthyTree()
+		ft.mutate(spec)
+		tmp := filepath.Join(t.TempDir(), ft.name)
+		writeTree(t, tmp, spec)
+		want := snapshotTree(t, tmp)
+		got := snapshotTree(t, treeDir(ft.name))
+		for p, w := range want {
+			if g, ok := got[p]; !ok || g != w {
+				t.Errorf("%s/%s differs from the generator (run -gentrees)", ft.name, p)
+			}
+		}
+		for p := range got {
+			if _, ok := want[p]; !ok {
+				t.Errorf("%s/%s is not produced by the generator (run -gentrees)", ft.name, p)
+			}
+		}
+	}
+}
+
+// snapshotTree maps each file or symlink under dir to its content or
+// "-> target".
+func snapshotTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.Type()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			m[rel] = "-> " + target
+			return err
+		}
+		b, err := os.ReadFile(p)
+		m[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

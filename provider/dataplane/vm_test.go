@@ -603,6 +603,9 @@ func TestVMSoakMillion(t *testing.T) {
 				t.Fatalf("message %d carried sequence %d", received, got)
 			}
 			received++
+			if received%100000 == 0 {
+				t.Logf("%d received after %v", received, time.Since(start).Round(time.Second))
+			}
 			if err := post(slot); err != nil {
 				t.Fatal(err)
 			}

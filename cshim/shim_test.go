@@ -395,7 +395,90 @@ func TestUnknownLayoutRefusedCleanly(t *testing.T) {
 func TestCPartsUnderAddressSanitizer(t *testing.T) {
 	h := setupHost(t)
 	dir := t.TempDir()
-	asanFlags := []string{"-fsanitize=address", "-fno-omit-frame-pointer", "-g"}
+	so, asanFlags := buildAsanShim(t, dir)
+	listdev := filepath.Join(dir, "listdev")
+	if err := gcc(append(asanFlags, "-o", listdev, "testdata/listdev.c", "-l:libibverbs.so.1")...); err != nil {
+		t.Fatal(err)
+	}
+	shim, err := installAs(so, dir, "usb4_asan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Our leaks are reported; libibverbs' own are suppressed.
+	supp := lsanSupp(t, dir)
+	env := []string{"USB4VERBS_CLAIM_RXE=1", "USB4_STUB_OPEN_OK=1",
+		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + supp}
+	l, r := listDevices(t, h, shim, listdev, env, "open")
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("sanitizer report:\n%s", r.stderr)
+	}
+	want := append([]string{"rxe0"}, usb4Claimed...)
+	sort.Strings(want)
+	if got := l.claimed(); !equalStrings(got, want) {
+		t.Errorf("claimed %v, want %v\nstderr:\n%s", got, want, r.stderr)
+	}
+	// The stub open succeeds, so libibverbs ran set_lib_ops on our context,
+	// then failed its own async-fd ioctl on /dev/null and closed the
+	// context through our free_context.
+	for _, n := range want {
+		if !strings.Contains(r.stderr, "stub: close "+n+"/") {
+			t.Errorf("free_context did not run for %s; stderr:\n%s", n, r.stderr)
+		}
+	}
+}
+
+// TestErrnoContractsAndForkChild runs testdata/contracts.c against the C
+// parts under AddressSanitizer (gostub.c for Go, whose open and PD succeed):
+// the ops we leave to libibverbs' dummies must give the errnos NCCL, UCX and
+// perftest test for, C-side argument checks give EINVAL, and control verbs
+// in a fork() child fail with ENOSYS instead of entering Go.
+func TestErrnoContractsAndForkChild(t *testing.T) {
+	h := setupHost(t)
+	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+		t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
+	}
+	dir := t.TempDir()
+	so, asanFlags := buildAsanShim(t, dir)
+	prog := filepath.Join(dir, "contracts")
+	if err := gcc(append(asanFlags, "-o", prog, "testdata/contracts.c", "-l:libibverbs.so.1")...); err != nil {
+		t.Fatal(err)
+	}
+	shim, err := installAs(so, dir, "usb4_asan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1",
+		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
+	_, r := listDevices(t, h, shim, prog, env, "usb4_rdma7")
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("sanitizer report:\n%s", r.stderr)
+	}
+	want := []string{
+		"open ok",
+		"alloc_pd ok",
+		"reg_dmabuf_mr_fd-1 EOPNOTSUPP", // NCCL/UCX: dmabuf unsupported, never EBADF
+		"create_cq_ex EOPNOTSUPP",       // UCX/perftest fall back to create_cq
+		"create_cq_cqe0 EINVAL",
+		"create_cq_vector-1 EINVAL",
+		"child_alloc_pd ENOSYS",
+		"child_create_cq ENOSYS",
+		"child exit 0",
+		"dealloc_pd 0",
+		"close 0",
+	}
+	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
+		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
+	}
+	if n := strings.Count(r.stderr, "in a fork() child"); n != 1 {
+		t.Errorf("%d fork-child log lines, want 1:\n%s", n, r.stderr)
+	}
+}
+
+// buildAsanShim builds the C parts (testdata/gostub.c standing in for Go)
+// with the data-path engine as a plain C provider under AddressSanitizer.
+func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
+	t.Helper()
+	asanFlags = []string{"-fsanitize=address", "-fno-omit-frame-pointer", "-g"}
 	cfiles, err := filepath.Glob("*.c")
 	if err != nil || len(cfiles) == 0 {
 		t.Fatalf("no C files: %v", err)
@@ -416,43 +499,25 @@ func TestCPartsUnderAddressSanitizer(t *testing.T) {
 		}
 		cfiles = append(cfiles, obj)
 	}
-	so := filepath.Join(dir, "libusb4_asan.so")
+	so = filepath.Join(dir, "libusb4_asan.so")
 	args := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o", so}, asanFlags...),
 		append(cfiles, "testdata/gostub.c", "-ldl", "-lpthread")...)
 	if err := gcc(args...); err != nil {
 		t.Fatal(err)
 	}
-	listdev := filepath.Join(dir, "listdev")
-	if err := gcc(append(asanFlags, "-o", listdev, "testdata/listdev.c", "-l:libibverbs.so.1")...); err != nil {
+	if err := gcc(args...); err != nil {
 		t.Fatal(err)
 	}
-	shim, err := installAs(so, dir, "usb4_asan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Our leaks are reported; libibverbs' process-lifetime allocations
-	// (driver list, device list cache) are not ours.
+	return so, asanFlags
+}
+
+// lsanSupp writes the LeakSanitizer suppressions: libibverbs'
+// process-lifetime allocations (driver list, device list cache) are not ours.
+func lsanSupp(t *testing.T, dir string) string {
+	t.Helper()
 	supp := filepath.Join(dir, "lsan.supp")
 	if err := os.WriteFile(supp, []byte("leak:libibverbs.so\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"USB4VERBS_CLAIM_RXE=1", "USB4_STUB_OPEN_OK=1",
-		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + supp}
-	l, r := listDevices(t, h, shim, listdev, env, "open")
-	if strings.Contains(r.stderr, "Sanitizer") {
-		t.Fatalf("sanitizer report:\n%s", r.stderr)
-	}
-	want := append([]string{"rxe0"}, usb4Claimed...)
-	sort.Strings(want)
-	if got := l.claimed(); !equalStrings(got, want) {
-		t.Errorf("claimed %v, want %v\nstderr:\n%s", got, want, r.stderr)
-	}
-	// The stub open succeeds, so libibverbs ran set_lib_ops on our context,
-	// then failed its own async-fd ioctl on /dev/null and closed the
-	// context through our free_context.
-	for _, n := range want {
-		if !strings.Contains(r.stderr, "stub: close "+n+"/") {
-			t.Errorf("free_context did not run for %s; stderr:\n%s", n, r.stderr)
-		}
-	}
+	return supp
 }

@@ -26,7 +26,9 @@ int usb4goOpenContext(char *ibdev_name, int kind, struct usb4_open_info *info)
 	snprintf(h, 64, "%s/%d/%d", ibdev_name, kind, fd);
 	info->handle = (uintptr_t)h;
 	info->cmd_fd = fd;
-	info->async_fd = -1;
+	// With USB4_STUB_ASYNC_FD=1 libibverbs gets an async fd and the open
+	// completes; otherwise its own async-fd ioctl on /dev/null fails it.
+	info->async_fd = getenv("USB4_STUB_ASYNC_FD") ? fd : -1;
 	info->num_comp_vectors = 1;
 	return 0;
 }
@@ -55,16 +57,26 @@ int usb4goQueryPort(uintptr_t ctx, uint8_t port, struct usb4_port_attr *attr)
 	return EOPNOTSUPP;
 }
 
+// With USB4_STUB_PD_OK=1 PDs are heap handles (a missing dealloc leaks).
 int usb4goAllocPD(uintptr_t ctx, uintptr_t *pd, uint32_t *pd_handle)
 {
-	(void)ctx, (void)pd, (void)pd_handle;
-	return EOPNOTSUPP;
+	(void)ctx;
+	if (!getenv("USB4_STUB_PD_OK"))
+		return EOPNOTSUPP;
+	void *h = malloc(16);
+	if (!h)
+		return ENOMEM;
+	*pd = (uintptr_t)h;
+	*pd_handle = 1;
+	return 0;
 }
 
 int usb4goDeallocPD(uintptr_t pd)
 {
-	(void)pd;
-	return EOPNOTSUPP;
+	if (!getenv("USB4_STUB_PD_OK"))
+		return EOPNOTSUPP;
+	free((void *)pd);
+	return 0;
 }
 
 int usb4goRegMR(uintptr_t pd, uintptr_t addr, uint64_t length, uint64_t iova, uint32_t access, uintptr_t *mr,

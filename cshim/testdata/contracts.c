@@ -1,0 +1,67 @@
+// Opens the device named argv[1] through libibverbs and prints, one line
+// each, what the errno contracts of our ops table give: the ops left to
+// libibverbs' dummies on purpose (dmabuf probe, create_cq_ex), argument
+// checks made in C, and a fork() child's control verb (ENOSYS, no hang).
+// Run with testdata/gostub.c standing in for Go (shim_test.go).
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+static void report(const char *what, const void *obj)
+{
+	printf("%s %s\n", what, obj ? "ok" : strerrorname_np(errno));
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	int n;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	struct ibv_device *dev = NULL;
+	for (int i = 0; list && i < n; i++)
+		if (argc > 1 && strcmp(ibv_get_device_name(list[i]), argv[1]) == 0)
+			dev = list[i];
+	if (!dev) {
+		printf("no device %s\n", argc > 1 ? argv[1] : "");
+		return 1;
+	}
+	struct ibv_context *ctx = ibv_open_device(dev);
+	report("open", ctx);
+	if (!ctx)
+		return 1;
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	report("alloc_pd", pd);
+	if (pd) {
+		errno = 0;
+		report("reg_dmabuf_mr_fd-1", ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0));
+	}
+	struct ibv_cq_init_attr_ex cqx = {.cqe = 1};
+	errno = 0;
+	report("create_cq_ex", ibv_create_cq_ex(ctx, &cqx));
+	errno = 0;
+	report("create_cq_cqe0", ibv_create_cq(ctx, 0, NULL, NULL, 0));
+	errno = 0;
+	report("create_cq_vector-1", ibv_create_cq(ctx, 1, NULL, NULL, -1));
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		errno = 0;
+		report("child_alloc_pd", ibv_alloc_pd(ctx));
+		errno = 0;
+		report("child_create_cq", ibv_create_cq(ctx, 1, NULL, NULL, 0));
+		_exit(0);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	printf("child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	if (pd)
+		printf("dealloc_pd %d\n", ibv_dealloc_pd(pd));
+	printf("close %d\n", ibv_close_device(ctx));
+	ibv_free_device_list(list);
+	return 0;
+}

@@ -19,7 +19,7 @@ vm_boot() {
   : > "$SERIAL_LOG"
   ln -sfn "${SERIAL_LOG##*/}" "$BUILDDIR/serial-latest.log"
 
-  # Relay state, read back after the pipeline (lastpipe keeps relay in this shell).
+  # Relay state, set by vm_relay and read back below.
   REACHED_INIT=0 SETUP="" DONE=0 CURRENT="" FAILURES=0
   declare -gA RESULT_RC=()
   local tb=$EPOCHREALTIME
@@ -61,7 +61,7 @@ fail_line() { result FAIL "$1" "$2"; FAILURES=$((FAILURES + 1)); }
 
 # vm_relay T0: reads the serial console until qemu exits.
 vm_relay() {
-  local t0=${1/./} line now el name rc pre passed=0
+  local t0=${1/./} line now el rc pre passed=0
   while IFS= read -r line || [[ -n $line ]]; do
     line=${line//$'\r'/}
     now=${EPOCHREALTIME/./}; el=$(((now - t0) / 100000))

@@ -25,6 +25,8 @@ image_build() {
   local b names=() name
   for b in "$@"; do
     name=${b##*/}
+    # The name travels in /etc/vmtest.conf and in the @@VM markers.
+    [[ $name =~ ^[A-Za-z0-9._+-]+$ ]] || die "test binary name must be [A-Za-z0-9._+-]: $name"
     [[ " ${names[*]} " == *" $name "* ]] && die "two test binaries are named $name"
     install -m755 "$b" "$root/opt/vmtest/bin/$name"
     names+=("$name")
@@ -39,6 +41,7 @@ image_build() {
   local script=""
   if [[ -n $VM_GUEST_SCRIPT ]]; then
     script=${VM_GUEST_SCRIPT##*/}
+    [[ $script =~ ^[A-Za-z0-9._+-]+$ ]] || die "VM_GUEST_SCRIPT name must be [A-Za-z0-9._+-]: $script"
     [[ " ${names[*]} " == *" $script "* ]] && die "VM_GUEST_SCRIPT has the name of a test binary: $script"
     install -m755 "$VM_GUEST_SCRIPT" "$root/opt/vmtest/$script"
   fi

@@ -10,6 +10,10 @@ suite=${USB4VERBS_USERLAND:-unknown}
 provdir=/usr/lib/x86_64-linux-gnu/libibverbs
 driver=/etc/libibverbs.d/usb4_rdma.driver
 hard=0
+# Full paths: busybox sh runs its own applets ahead of PATH, and sid's busybox has a
+# (much smaller) dpkg applet.
+DPKG=/usr/bin/dpkg DPKG_QUERY=/usr/bin/dpkg-query
+export DPKG_COLORS=never
 
 pass() { echo "--- PASS: pkg/$suite/$1"; }
 # fail STEP DETAIL [soft]: a FAIL line; install/remove failures also fail the script.
@@ -27,7 +31,8 @@ ibv_real=$(readlink -f /usr/lib/x86_64-linux-gnu/libibverbs.so.1 2>/dev/null)
 ibv_ver=$(echo "${ibv_real##*/}" | sed -n 's/^libibverbs\.so\.1\.[0-9]*\.\([0-9]*\.[0-9]*\)$/\1/p')
 section "userland $suite: glibc ${libc_ver:-?}, libibverbs ${ibv_real##*/} (rdma-core ${ibv_ver:-?})"
 [ -n "$libc_ver" ] && [ -n "$ibv_ver" ] || { fail install "cannot tell the libc6/libibverbs1 versions in the image"; exit 1; }
-mkdir -p /var/lib/dpkg/info /var/lib/dpkg/updates /var/lib/dpkg/triggers /var/lib/dpkg/alternatives
+mkdir -p /var/lib/dpkg/info /var/lib/dpkg/updates /var/lib/dpkg/triggers /var/lib/dpkg/alternatives /var/log
+touch /var/lib/dpkg/info/libc6:amd64.list /var/lib/dpkg/info/libibverbs1:amd64.list
 : > /var/lib/dpkg/available
 for p in "libc6 $libc_ver" "libibverbs1 $ibv_ver"; do
   set -- $p
@@ -37,8 +42,8 @@ done > /var/lib/dpkg/status
 # --- install
 section "dpkg -i ${deb##*/}"
 why=""
-if dpkg -i "$deb"; then
-  st=$(dpkg-query -W -f '${Status} ${Version}' usb4verbs 2>&1)
+if $DPKG -i "$deb"; then
+  st=$($DPKG_QUERY -W -f '${Status} ${Version}' usb4verbs 2>&1)
   echo "dpkg-query: $st"
   case $st in "install ok installed "*) ;; *) why="dpkg-query says: $st" ;; esac
 else
@@ -87,7 +92,7 @@ unset USB4VERBS_CLAIM_RXE IBV_SHOW_WARNINGS
 # --- remove and purge: nothing of ours may stay behind
 section "dpkg -P usb4verbs"
 why=""
-dpkg -P usb4verbs || why="dpkg -P exit $?"
+$DPKG -P usb4verbs || why="dpkg -P exit $?"
 left=$(ls -d "$provdir"/libusb4_rdma* "$driver" /usr/bin/ibvinfo /usr/share/doc/usb4verbs 2>/dev/null)
 [ -z "$left" ] || why="${why:+$why; }left behind: $(echo $left)"
 if [ -z "$why" ]; then pass remove; else fail remove "$why"; fi

@@ -19,8 +19,20 @@
 //
 // Contexts (context.c) are allocated by libibverbs at its own size; ops are
 // installed by slot index of the running layout from the generated
-// zopslayout.h. Control ops (verbs.c) call the Go exports in control.go,
-// which wrap usb4verbs/provider; objects handed to libibverbs are C memory.
+// zopslayout.h. Control ops (verbs.c, objects.c) call the Go exports in
+// control.go and objects.go, which wrap usb4verbs/provider and create the
+// data-path objects of usb4verbs/provider/dataplane; Go objects are reached
+// through a handle table whose stale handles give EBADF (handles.go).
+// Objects handed to libibverbs are C memory: its struct first, then our Go
+// handle and the engine object. The data-path ops (post_send, post_recv,
+// post_srq_recv, poll_cq, req_notify_cq) are C trampolines into the engine
+// and never enter Go. The kernel user_handle of each CQ, QP and SRQ is the
+// C object's address, so libibverbs maps completion and async events back.
+//
+// fork.c: in a fork() child (marked by a pthread_atfork handler) every op
+// that would enter Go fails with ENOSYS and one log line; a context open
+// runs two threads through a no-op Go call so that later first calls from
+// new threads find the runtime warm.
 //
 // See README.md for the layouts, settings and what has been verified.
 package main

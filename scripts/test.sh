@@ -30,6 +30,9 @@ stage "lint (gofmt, go vet, staticcheck)"
 stage "host unit tests"
 go test -count=1 -v ./... 2>&1 | tee "$LOGS/host.log" | grep -E '^(ok|FAIL|---|\s+--- FAIL|panic)' 
 
+stage "fuzz targets, ${FUZZTIME:-10s} each"
+scripts/fuzz.sh 2>&1 | tee "$LOGS/fuzz.log" | grep -E '^(---|\s+--- FAIL)'
+
 if [[ ${SKIP_VM:-0} != 1 ]]; then
   stage "VM tests (real kernel, rdma_rxe)"
   make --no-print-directory vmtest 2>&1 | tee "$LOGS/vm.log" | grep -E '^(ok|FAIL|---|\s+--- FAIL|panic|\[vm)'

@@ -10,7 +10,7 @@ export PATH := $(CACHE)/bin:$(PATH)
 BUILD := build
 # Packages whose tests need a real RDMA kernel; `make vmtest` builds their test
 # binaries on the host and runs them inside the VM (tests/vm).
-VM_TEST_PKGS := ./rdmanl ./provider
+VM_TEST_PKGS := ./tests/vm/selftest ./rdmanl ./provider ./provider/dataplane ./cmd/ibvinfo
 
 .PHONY: all build deps lint unittest vmtest test demo bench package clean
 all: build

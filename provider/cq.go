@@ -30,10 +30,11 @@ type CQ struct {
 }
 
 // usb4CQOfferLen is the size of the driver response reserved on usb4
-// create_cq for the mapped CQ-ring offer (donnerkeule's tbv_uresp_create_cq,
-// usb4-kernel-and-consumers.md §1.8). 0 until the data path (issue 3) takes
-// the offer: then the kernel sees no room and falls back to the ioctl CQ.
-var usb4CQOfferLen = 0
+// create_cq for the mapped CQ-ring offer (neuhaus/donnerkeule:proto/tbv_cq_shm.h
+// struct tbv_uresp_create_cq). A kernel that makes no offer leaves it zeroed
+// (shm_abi 0) and the data path polls with kernel commands; the data path
+// (provider/dataplane CQ.TryMappedRing) validates whatever comes back.
+const usb4CQOfferLen = uapi.SizeofTbvUrespCreateCq
 
 // cqDriverResp sizes the driver response buffer of create_cq per backend.
 func (c *Context) cqDriverResp() []byte {
@@ -41,9 +42,7 @@ func (c *Context) cqDriverResp() []byte {
 	case DriverRXE:
 		return make([]byte, uapi.SizeofRxeCreateCqResp)
 	case DriverUSB4:
-		if usb4CQOfferLen > 0 {
-			return make([]byte, usb4CQOfferLen)
-		}
+		return make([]byte, usb4CQOfferLen)
 	}
 	return nil
 }

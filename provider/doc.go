@@ -62,11 +62,12 @@
 //     RxeQueues) for the data path; MapCmdFD maps a ring and the context
 //     unmaps it at the latest on Close.
 //   - usb4 (node GUID bytes 1..3 00 54 42 with top byte 2 or 3, or a name
-//     starting usb4_rdma/usb4_apple): plain generic uverbs, no driver data,
+//     starting usb4_rdma/usb4_apple): plain generic uverbs, no driver input,
 //     driver id RDMA_DRIVER_UNKNOWN. The kernel has no SRQ and rejects AHs
-//     from userspace (both surface as kernel errnos / ErrNotSupported). The
-//     mapped CQ-ring offer is a driver response tail of create_cq; the hook
-//     is usb4CQOfferLen in cq.go (issue 3).
+//     from userspace (both surface as kernel errnos / ErrNotSupported).
+//     create_cq reserves a driver response tail (usb4CQOfferLen) in which the
+//     module's mapped-CQ fork offers its ring; CQ.DriverResp returns it and
+//     provider/dataplane's CQ.TryMappedRing validates and takes it.
 //   - generic: any other device, plain uverbs.
 //
 // # What was verified where

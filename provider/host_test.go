@@ -58,8 +58,13 @@ func TestDriverIDUnknownForUSB4(t *testing.T) {
 	if cc.hdr.DriverId != uapi.RDMA_DRIVER_UNKNOWN {
 		t.Errorf("driver id %d", cc.hdr.DriverId)
 	}
-	if cc.attr(uapi.UVERBS_ATTR_UHW_OUT) != nil || cc.attr(uapi.UVERBS_ATTR_UHW_IN) != nil {
-		t.Error("usb4 create_cq must carry no driver udata")
+	// Room for the mapped CQ-ring offer (a zeroed tail from kernels that make
+	// none), and nothing the module would have to parse.
+	if a := cc.attr(uapi.UVERBS_ATTR_UHW_OUT); a == nil || a.Len != uapi.SizeofTbvUrespCreateCq {
+		t.Errorf("usb4 create_cq UHW_OUT %v, want %d bytes for the CQ-ring offer", a, uapi.SizeofTbvUrespCreateCq)
+	}
+	if cc.attr(uapi.UVERBS_ATTR_UHW_IN) != nil {
+		t.Error("usb4 create_cq must carry no driver input")
 	}
 }
 

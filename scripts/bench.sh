@@ -9,7 +9,8 @@
 # BENCH_MODE=ab (default): ours (libusb4_rdma, opted in for rxe) against librxe.
 # BENCH_MODE=aa: librxe against itself, to validate the method (ratios ~1.00).
 # BENCH_REPS (5), BENCH_PLAN=quick (a few sizes, for trying the machinery),
-# BENCH_SKIP_VM=1 (host benchmarks and report only), VM_TIMEOUT (1800).
+# BENCH_SKIP_VM=1 (host benchmarks and report only), BENCH_SKIP_HOST=1, BENCH_PROVIDER (the .so to
+# test; build/libusb4_rdma.so), VM_TIMEOUT (1800).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -31,7 +32,9 @@ fi
 
 # 1. Go host micro-benchmarks of the data path, if the package has them.
 HOST_OUT=$RESULTS/host.txt
-if compgen -G "provider/dataplane/*_test.go" >/dev/null \
+if [[ ${BENCH_SKIP_HOST:-0} == 1 ]]; then
+  log "BENCH_SKIP_HOST=1: host micro-benchmarks not run (tests/bench/results/host.txt kept)"
+elif compgen -G "provider/dataplane/*_test.go" >/dev/null \
   && grep -qs '^func Benchmark' provider/dataplane/*_test.go; then
   log "go test -bench . ./provider/dataplane/..."
   {
@@ -48,9 +51,10 @@ if [[ ${BENCH_SKIP_VM:-0} != 1 ]]; then
   FILES=$OUT/files
   rm -rf "$FILES"; mkdir -p "$FILES"
   gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$FILES/microbench" tests/bench/microbench.c -libverbs
-  [[ -f build/libusb4_rdma.so ]] || { echo "bench: build/libusb4_rdma.so missing: run make build" >&2; exit 1; }
+  PROVIDER=${BENCH_PROVIDER:-build/libusb4_rdma.so}
+  [[ -f $PROVIDER ]] || { echo "bench: $PROVIDER missing: run make build" >&2; exit 1; }
   # Debian 12's libibverbs (rdma-core 44) loads PABI 34 names.
-  cp build/libusb4_rdma.so "$FILES/libusb4_rdma-rdmav34.so"
+  cp "$PROVIDER" "$FILES/libusb4_rdma-rdmav34.so"
   cand_env=""
   [[ $MODE == ab ]] && cand_env="RDMAV_DRIVERS=/opt/usb4verbs/libusb4_rdma USB4VERBS_CLAIM_RXE=1"
   {
@@ -60,6 +64,7 @@ if [[ ${BENCH_SKIP_VM:-0} != 1 ]]; then
     if [[ $PLAN == quick ]]; then
       echo 'BENCH_LAT_SIZES="2 65536"'
       echo 'BENCH_BW_SIZES="64 1048576"'
+      echo 'BENCH_BW_MULTI_QP_SIZES="64 262144"'
     fi
   } > "$FILES/bench.conf"
 
@@ -90,5 +95,9 @@ if [[ ${BENCH_SKIP_VM:-0} != 1 ]]; then
 fi
 
 # 4. The document.
+if ! compgen -G "$RESULTS/a[ab].log" >/dev/null; then
+  log "no full run in $RESULTS yet: docs/benchmarks.md not written"
+  exit 0
+fi
 go run ./tests/bench/report -results "$RESULTS" -doc docs/benchmarks.md -svgdir docs
 log "wrote docs/benchmarks.md, docs/benchmarks-latency.svg, docs/benchmarks-bandwidth.svg"

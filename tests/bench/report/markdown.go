@@ -89,11 +89,14 @@ func writeMethod(p func(string, ...any)) {
 - perftest server on rxe0 pinned to vCPU 0, client on rxe1 pinned to vCPU 1 (the guest's TSC is unstable
   under TCG; unpinned runs can report 0). ` + "`-F`" + ` always. Cases run interleaved: for each (tool, size, QPs)
   every repetition runs both providers, alternating which goes first (ABBA), so drift in machine load hits both.
-- Latency: ` + "`t_typical`" + ` (perftest's median) of 300 exchanges up to 2 KiB, 100 at 8 KiB, 50 above. Bandwidth:
-  ` + "`BW average`" + ` of about 8 MiB per run (at most 1000 messages, at least 8; with -q 4, ` + "`-n`" + ` is per QP and is
-  divided by 4). Message rate: 8 B, ` + "`--post_list 16`" + `, 8000 messages. Sizes are powers of 16 (plus the issue's
-  end points) to fit ~500 runs into a 25-minute boot: each perftest run costs ~2 s of process start and
-  connection setup under TCG whatever its size.
+- Latency: ` + "`t_typical`" + ` (perftest's median) of 300 exchanges up to 2 KiB, 100 at 8 KiB, 30 at 64 KiB; sizes
+  2 B, 32 B, 512 B, 8 KiB, 64 KiB. Bandwidth: ` + "`BW average`" + ` of about 8 MiB per run (at most 1000 messages, at
+  least 8; with -q 4, ` + "`-n`" + ` is per QP and is divided by 4); sizes 64 B, 1 KiB, 16 KiB, 1 MiB with 1 QP and
+  64 B, 1 KiB, 16 KiB, 256 KiB with 4 QPs (1 MiB × 4 QPs ran into rxe retry storms under TCG on a loaded host:
+  ib_read_bw at 0.67 MB/s, a minute per run, and one librxe hang). Message rate: 8 B, ` + "`--post_list 16`" + `,
+  8000 messages, all three bandwidth tools. Sizes are powers of 16 rather than of 2 or 4 to fit ~450 runs
+  into a 25-minute boot: each perftest run costs 2–4 s of process start and connection setup under TCG,
+  whatever its size.
 - Micro-benchmark (` + "`tests/bench/microbench.c`" + `, built on the host against Debian 12's libibverbs): one RC QP
   on rxe0 connected to one on rxe1 in the same process; 2000 signaled 8-byte RDMA WRITEs, each posted and then
   polled to completion; 200 000 polls of an empty CQ; ` + "`ibv_get_device_list`" + ` (where providers are dlopened)

@@ -78,6 +78,10 @@ func Parse(r io.Reader) (*Run, error) {
 		}
 		last = nil
 		tag, rest, _ := strings.Cut(line[i:], " ")
+		if w := firstWord(rest); tag == "@@BENCHINFO" && w != "" && !strings.Contains(w, "=") {
+			// An info line may lead with a bare word naming what it is about.
+			rest = "what=" + rest
+		}
 		fields, err := splitFields(rest)
 		if err != nil {
 			run.Malformed = append(run.Malformed, line)

@@ -51,6 +51,9 @@ func TestParseFixture(t *testing.T) {
 	if got := r.InfoValue("cand_env"); got != "RDMAV_DRIVERS=/opt/usb4verbs/libusb4_rdma USB4VERBS_CLAIM_RXE=1" {
 		t.Errorf("quoted cand_env = %q", got)
 	}
+	if got := r.InfoValue("elapsed_s"); got != "1500" {
+		t.Errorf("info line led by a bare word: elapsed_s = %q", got)
+	}
 	if got := r.InfoValue("at"); got != "ib_read_bw q4 64" {
 		t.Errorf("quoted at = %q", got)
 	}

@@ -39,6 +39,9 @@ done
 for d in "$prefix" "$provdir"; do
   case $d in ''|/*) ;; *) die "directories must be absolute: $d" ;; esac
 done
+for d in "$prefix" "$provdir" "$DESTDIR"; do
+  case $d in *[[:space:]]*) die "directories with spaces are not supported: $d" ;; esac
+done
 
 # libibverbs_dir: the directory holding the real libibverbs.so.1 (inside DESTDIR when
 # staging), printed without DESTDIR; nothing when there is no libibverbs.
@@ -62,6 +65,7 @@ distro_provider_dir() {
   ids=""
   for f in "$DESTDIR/etc/os-release" "$DESTDIR/usr/lib/os-release"; do
     [ -r "$f" ] || continue
+    # shellcheck source=/dev/null # os-release is shell assignments by definition
     ids=$( (. "$f"; echo "${ID:-} ${ID_LIKE:-}") )
     break
   done
@@ -102,7 +106,7 @@ if [ "$mode" = uninstall ]; then
   done < "$DESTDIR$manifest"
   run rm -f "$DESTDIR$manifest"
   for d in "$root/share/usb4verbs" "$docdir"; do
-    [ -d "$DESTDIR$d" ] && run rmdir "$DESTDIR$d" 2>/dev/null || true
+    if [ -d "$DESTDIR$d" ]; then run rmdir "$DESTDIR$d" 2>/dev/null || true; fi
   done
   say "removed usb4verbs (as recorded in $manifest)"
   exit 0
@@ -137,7 +141,9 @@ if [ "$dry" = 1 ]; then
 else
   echo "driver $provdir/libusb4_rdma" > "$DESTDIR$driver"
   chmod 644 "$DESTDIR$driver"
+  # shellcheck disable=SC2086 # one path per word, none has spaces (checked below)
   printf '%s\n' $files > "$DESTDIR$manifest"
 fi
 # No ldconfig: libibverbs dlopens the provider by path, and it has no SONAME to cache.
+[ "$dry" = 1 ] && { say "dry run, nothing changed"; exit 0; }
 say "installed usb4verbs $VERSION: provider in $provdir, ibvinfo in $bindir, $driver"

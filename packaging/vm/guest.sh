@@ -20,6 +20,7 @@ pass() { echo "--- PASS: pkg/$suite/$1"; }
 fail() { echo "--- FAIL: pkg/$suite/$1 ($2)"; [ "${3:-}" = soft ] || hard=1; }
 section() { echo "=== $*"; }
 
+# shellcheck disable=SC2012 # our own file names, no odd characters
 deb=$(ls /opt/usb4verbs/usb4verbs_*.deb 2>/dev/null | head -n1)
 [ -n "$deb" ] || { fail install "no usb4verbs_*.deb in /opt/usb4verbs"; exit 1; }
 
@@ -30,11 +31,12 @@ libc_ver=$("$libc" 2>/dev/null | sed -n '1s/.*(Debian GLIBC \([^)]*\)).*/\1/p')
 ibv_real=$(readlink -f /usr/lib/x86_64-linux-gnu/libibverbs.so.1 2>/dev/null)
 ibv_ver=$(echo "${ibv_real##*/}" | sed -n 's/^libibverbs\.so\.1\.[0-9]*\.\([0-9]*\.[0-9]*\)$/\1/p')
 section "userland $suite: glibc ${libc_ver:-?}, libibverbs ${ibv_real##*/} (rdma-core ${ibv_ver:-?})"
-[ -n "$libc_ver" ] && [ -n "$ibv_ver" ] || { fail install "cannot tell the libc6/libibverbs1 versions in the image"; exit 1; }
+if [ -z "$libc_ver" ] || [ -z "$ibv_ver" ]; then fail install "cannot tell the libc6/libibverbs1 versions in the image"; exit 1; fi
 mkdir -p /var/lib/dpkg/info /var/lib/dpkg/updates /var/lib/dpkg/triggers /var/lib/dpkg/alternatives /var/log
 touch /var/lib/dpkg/info/libc6:amd64.list /var/lib/dpkg/info/libibverbs1:amd64.list
 : > /var/lib/dpkg/available
 for p in "libc6 $libc_ver" "libibverbs1 $ibv_ver"; do
+  # shellcheck disable=SC2086 # "name version" split into two words on purpose
   set -- $p
   printf 'Package: %s\nStatus: install ok installed\nPriority: optional\nArchitecture: amd64\nMulti-Arch: same\nMaintainer: seeded by packaging/vm/guest.sh\nVersion: %s\nDescription: seeded from the extracted image\n\n' "$1" "$2"
 done > /var/lib/dpkg/status
@@ -43,6 +45,7 @@ done > /var/lib/dpkg/status
 section "dpkg -i ${deb##*/}"
 why=""
 if $DPKG -i "$deb"; then
+  # shellcheck disable=SC2016 # ${Status} is dpkg-query's format, not the shell's
   st=$($DPKG_QUERY -W -f '${Status} ${Version}' usb4verbs 2>&1)
   echo "dpkg-query: $st"
   case $st in "install ok installed "*) ;; *) why="dpkg-query says: $st" ;; esac
@@ -50,6 +53,7 @@ else
   why="dpkg -i exit $?"
 fi
 ls -l "$provdir"/libusb4_rdma* "$driver" /usr/bin/ibvinfo
+# shellcheck disable=SC2012 # our own file names
 real=$(ls "$provdir"/libusb4_rdma.so.* 2>/dev/null | head -n1)
 bad=""
 [ -f "$real" ] && [ ! -L "$real" ] || bad="$bad no-real-file"
@@ -94,6 +98,7 @@ section "dpkg -P usb4verbs"
 why=""
 $DPKG -P usb4verbs || why="dpkg -P exit $?"
 left=$(ls -d "$provdir"/libusb4_rdma* "$driver" /usr/bin/ibvinfo /usr/share/doc/usb4verbs 2>/dev/null)
-[ -z "$left" ] || why="${why:+$why; }left behind: $(echo $left)"
+# shellcheck disable=SC2086 # one word per path
+[ -z "$left" ] || why="${why:+$why; }left behind: $(printf '%s ' $left)"
 if [ -z "$why" ]; then pass remove; else fail remove "$why"; fi
 exit $hard

@@ -21,6 +21,8 @@ run_userland() {
     VM_EXCLUDE_GLOB=$exclude VM_OVERLAY=$overlay VM_FILES="$WORK/files" \
     VM_GUEST_SCRIPT="$WORK/harness/guest.sh" \
     "$HARNESS_RUN" | tee "$OUT/$u.out" || rc=$?
+  # What was installed, for the doc: the provider build under test (ours only).
+  [[ -n $SO_DESC ]] && printf '# host: provider=%s\n' "$SO_DESC" >> "$OUT/$u.out"
   return $rc
 }
 
@@ -46,11 +48,13 @@ section() {
     name != "" && /^    cmd: / { cmd = substr($0, 10); next }
     name != "" && /^    note: / { note = substr($0, 11); next }
     /^--- FAIL: vm\// { sub(/^--- FAIL: /, ""); harness[++nh] = $0 }
+    /^# host: provider=/ { so = substr($0, 18) }
     END {
       flush()
       printf "## %s: rdma-core %s\n\n", u, kv("rdma-core")
       printf "%s · kernel %s · provider **%s** · perftest %s · UCX %s · %d iterations, %ss timeout per case\n\n", \
         date, kv("kernel"), prov, kv("perftest"), kv("ucx"), kv("iters"), kv("timeout")
+      if (so != "") printf "Provider build: %s\n\n", so
       printf "**%d passed, %d failed, %d skipped.**\n\n", pass, fail, skip
       printf "<!-- summary: %s|%s|%d|%d|%d|%s -->\n", u, kv("rdma-core"), pass, fail, skip, date
       if (nh) {
@@ -152,11 +156,13 @@ main() {
   } > "$WORK/files/stock.conf"
   exclude=${VM_EXCLUDE_GLOB:-}
   overlay=${VM_OVERLAY:-}
+  SO_DESC=""
   if [[ $PROVIDER == ours ]]; then
     [[ -z $overlay ]] || die "VM_OVERLAY is set: PROVIDER=ours builds its own overlay"
     overlay="$WORK/overlay"
     stock_overlay "$overlay" "$STOCK_SO" || exit 1
     exclude="$STOCK_EXCLUDE_LIBRXE${exclude:+ $exclude}"
+    SO_DESC="libusb4_rdma.so sha256 $(sha256sum "$STOCK_SO" | cut -c1-12), built $(date -u -r "$STOCK_SO" '+%Y-%m-%d %H:%M UTC'), checkout at $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   fi
 
   # One version of the harness and of guest.sh for the whole run (lib.sh: stock_snapshot).

@@ -22,9 +22,9 @@ trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/files" "$PKG_OUT/vm"
 cp "${debs[0]}" "$WORK/files/"
 
-# dpkg to install with, and what a real system has because it is Essential: tar (dpkg
-# runs it to unpack; sid's dpkg no longer depends on it, and busybox's tar cannot
-# stand in) and libc-bin (dpkg wants ldconfig in PATH). ibverbs-utils: ibv_devinfo.
+# dpkg to install with, plus two Essential packages every real Debian system has: tar
+# (dpkg runs it to unpack; sid's dpkg no longer pulls it in, and we do not rely on
+# busybox's) and libc-bin (dpkg wants ldconfig in PATH). ibverbs-utils: ibv_devinfo.
 extra="dpkg tar libc-bin ibverbs-utils"
 provdir=usr/lib/x86_64-linux-gnu/libibverbs
 rc=0

@@ -1,0 +1,94 @@
+#!/bin/sh
+# tests/reliability/guest.sh: the reliability suite inside the test VM (busybox sh).
+# run.sh hands it to tests/vm/run.sh as VM_GUEST_SCRIPT, with the programs in
+# /opt/usb4verbs/bin and the settings in /opt/usb4verbs/rel.conf (PROVIDER=ours|librxe,
+# CHURN_CYCLES). Every program runs under `timeout`; a hang, a death by signal or a
+# program that printed no result becomes a FAIL line of its own, and sanitizer reports
+# (ThreadSanitizer, Go's race detector) become FAIL lines too. faults.sh runs last: it
+# deletes rxe0.
+# shellcheck disable=SC1091
+PROVIDER=ours CHURN_CYCLES=10000
+[ -r /opt/usb4verbs/rel.conf ] && . /opt/usb4verbs/rel.conf
+export REL_PROVIDER=$PROVIDER CHURN_CYCLES
+BIN=/opt/usb4verbs/bin
+PROVDIR=/usr/lib/x86_64-linux-gnu/libibverbs
+W=/tmp/rel
+mkdir -p $W
+FAILED=0
+
+fail() { echo "--- FAIL: rel/$1 (0.00s)"; [ -n "$2" ] && echo "    $2"; FAILED=1; }
+pass() { echo "--- PASS: rel/$1 (0.00s)"; [ -n "$2" ] && echo "    $2"; }
+
+ibv=$(ls /usr/lib/x86_64-linux-gnu/libibverbs.so.1.* 2> /dev/null | head -n1)
+echo "# rel: provider=$PROVIDER kernel=$(uname -r) rdma-core=${ibv##*.so.1.*[0-9].} userland=${USB4VERBS_USERLAND:-?} churn_cycles=$CHURN_CYCLES"
+
+# The image must hold exactly the provider under test for rxe.
+if [ "$PROVIDER" = ours ]; then
+  if ls $PROVDIR/librxe-rdmav*.so > /dev/null 2>&1 || [ ! -e $PROVDIR/libusb4_rdma.so ]; then
+    fail provider "want libusb4_rdma and no librxe in $PROVDIR: $(ls $PROVDIR | tr '\n' ' ')"
+  else pass provider "libusb4_rdma serves rxe (librxe removed)"; fi
+else
+  if [ -e $PROVDIR/libusb4_rdma.so ] || ! ls $PROVDIR/librxe-rdmav*.so > /dev/null 2>&1; then
+    fail provider "want librxe and no libusb4_rdma in $PROVDIR: $(ls $PROVDIR | tr '\n' ' ')"
+  else pass provider "stock librxe serves rxe (control run)"; fi
+fi
+
+# prog NAME SECS CMD...: runs CMD, shows its output, and turns a hang, a signal or
+# no result line into a FAIL line rel/NAME/process. Sets RC.
+prog() {
+  name=$1 secs=$2
+  shift 2
+  t0=$(cut -d' ' -f1 /proc/uptime)
+  timeout "$secs" "$@" > "$W/$name.out" 2> "$W/$name.err"
+  RC=$?
+  cat "$W/$name.out"
+  if [ $RC -ge 124 ]; then
+    fail "$name/process" "exit $RC after $(awk -v a="$t0" '{ printf "%.0f", $1 - a }' /proc/uptime) s (124/143: killed by the ${secs} s timeout; 128+N: signal N)"
+    tail -n 20 "$W/$name.err" | sed 's/^/    stderr| /'
+  elif ! grep -q '^--- ' "$W/$name.out"; then
+    fail "$name/process" "exit $RC without a result line"
+    tail -n 20 "$W/$name.err" | sed 's/^/    stderr| /'
+  fi
+}
+
+# sanitizer NAME: a ThreadSanitizer or Go race report in NAME's stderr is a failure.
+sanitizer() {
+  if grep -q -e 'WARNING: ThreadSanitizer' -e 'WARNING: DATA RACE' -e 'ThreadSanitizer: ' "$W/$1.err"; then
+    fail "$1/sanitizer" "$(grep -c -e 'WARNING: ThreadSanitizer' -e 'WARNING: DATA RACE' "$W/$1.err") report(s); first:"
+    grep -m1 -A 25 -e 'WARNING: ThreadSanitizer' -e 'WARNING: DATA RACE' -e 'ThreadSanitizer: ' "$W/$1.err" | sed 's/^/    | /'
+  else
+    pass "$1/sanitizer" "no sanitizer report"
+  fi
+}
+
+# Bad input: one process per case, so a crash costs one case.
+for c in $("$BIN/badinput" --list); do
+  prog "badinput_$c" 60 "$BIN/badinput" --case "$c"
+  if ! grep -q "^--- [A-Z]*: rel/badinput/$c " "$W/badinput_$c.out"; then
+    fail "badinput/$c" "no result: exit $RC (a crash inside the verb?)"
+    tail -n 5 "$W/badinput_$c.err" | sed 's/^/    stderr| /'
+  fi
+done
+
+prog fork 180 "$BIN/fork"
+prog concurrency 300 "$BIN/concurrency"
+
+# ThreadSanitizer on the test program, with the provider loaded in-process.
+prog concurrency_tsan 300 env REL_PROG=concurrency_tsan \
+  TSAN_OPTIONS="halt_on_error=0 exitcode=0 report_signal_unsafe=0" "$BIN/concurrency.tsan"
+sanitizer concurrency_tsan
+
+# Go's race detector on the provider's Go side: the same program through a -race
+# build of libusb4_rdma.so (ours only), swapped in for this one run.
+if [ "$PROVIDER" = ours ] && [ -f /opt/usb4verbs/race/libusb4_rdma.so ]; then
+  cp $PROVDIR/libusb4_rdma.so $W/libusb4_rdma.so.plain
+  cp /opt/usb4verbs/race/libusb4_rdma.so $PROVDIR/libusb4_rdma.so
+  prog concurrency_race 400 env REL_PROG=concurrency_race GORACE="halt_on_error=0 exitcode=0" "$BIN/concurrency"
+  cp $W/libusb4_rdma.so.plain $PROVDIR/libusb4_rdma.so
+  sanitizer concurrency_race
+fi
+
+prog churn 900 "$BIN/churn"
+
+BIN=$BIN sh /opt/usb4verbs/faults.sh || FAILED=1
+exit $FAILED

@@ -36,6 +36,10 @@ scripts/fuzz.sh 2>&1 | tee "$LOGS/fuzz.log" | grep -E '^(---|\s+--- FAIL)'
 if [[ ${SKIP_VM:-0} != 1 ]]; then
   stage "VM tests (real kernel, rdma_rxe)"
   make --no-print-directory vmtest 2>&1 | tee "$LOGS/vm.log" | grep -E '^(ok|FAIL|---|\s+--- FAIL|panic|\[vm)'
+
+  stage "packages installed into Debian 12, 13 and unstable userlands (VM)"
+  { make --no-print-directory package >&2 || echo "--- FAIL: pkg/build"; packaging/vmtest.sh; } 2>&1 \
+    | tee "$LOGS/packages-vm.log" | grep -E '^(---|\[vm\] done)'
 fi
 
 stage "summary"

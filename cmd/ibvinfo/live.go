@@ -34,10 +34,11 @@ type livePort struct {
 }
 
 // dataPathOf reports the data path the provider negotiates on an open
-// context (kernel commands, mapped CQ ring, DV queues). provider/dataplane
-// will answer this; until it is built the answer says so.
+// context (rxe rings; usb4 kernel commands, mapped CQ ring, DV queues).
+// datapath.go sets it in cgo builds (a throwaway CQ and QP as the probe);
+// without cgo the data path does not exist and the answer says so.
 var dataPathOf = func(*provider.Context) string {
-	return "not reported by this build (provider/dataplane not built)"
+	return "not reported by this build (no cgo: provider/dataplane not built)"
 }
 
 // queryLive asks netlink and the provider about the named devices. Errors

@@ -32,10 +32,15 @@ Commands:
                              DEV names devices you are about to use.
                              --watch samples the debugfs counters twice to see whether
                              the RDMA data path carries traffic
-  perf DEV [DEV2]            move data between two local devices and report latency
-                             and bandwidth
-  perf --serve DEV           wait for a peer (ibvinfo perf --connect HOST DEV)
-  perf --connect HOST DEV    run against a peer that runs perf --serve
+  perf DEV [DEV2]            move data between two local devices (one device: a loop
+                             back onto itself) and report SEND/RECV latency and RDMA
+                             WRITE bandwidth
+  perf --serve DEV           wait for one peer (ibvinfo perf --peer HOST[:PORT] DEV)
+  perf --peer HOST[:PORT] DEV
+                             run against a peer that runs perf --serve
+                             (--connect is the same flag)
+  perf flags: --size BYTES (65536), --iters N (1000), --port N (18515),
+              --timeout D (10s: each wait for the peer), --gid-index N (auto)
 
 Flags (before or after the command):
   --json          machine-readable output
@@ -48,7 +53,7 @@ Exit codes:
   1  doctor found at least one error-severity finding
   2  usage error
   3  cannot read the tree or write the output
-  4  not available in this build (perf without the provider's data path)
+  4  not available in this build (perf in a build without cgo, which has no data path)
   5  perf failed (transfer error, peer unreachable or device missing)
 `
 
@@ -81,7 +86,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&opts.noColor, "no-color", false, "")
 	fs.Var(&watch, "watch", "")
 	fs.BoolVar(&perf.serve, "serve", false, "")
-	fs.StringVar(&perf.connect, "connect", "", "")
+	fs.StringVar(&perf.connect, "peer", "", "")
+	fs.StringVar(&perf.connect, "connect", "", "") // the name perf had first
+	fs.DurationVar(&perf.timeout, "timeout", defaultPerfTimeout, "")
+	fs.IntVar(&perf.gidIndex, "gid-index", -1, "")
 	fs.IntVar(&perf.port, "port", defaultPerfPort, "")
 	fs.IntVar(&perf.size, "size", 65536, "")
 	fs.IntVar(&perf.iters, "iters", 1000, "")
@@ -122,12 +130,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "", "show":
 		if watch.set || perf.set(fs) {
-			return usageFail(stderr, "--watch, --serve, --connect, --port, --size and --iters belong to doctor and perf")
+			return usageFail(stderr, "--watch belongs to doctor; --serve, --peer, --port, --size, --iters, --timeout and --gid-index to perf")
 		}
 		err = runShow(stdout, opts, positional)
 	case "doctor":
 		if perf.set(fs) {
-			return usageFail(stderr, "--serve, --connect, --port, --size and --iters belong to perf")
+			return usageFail(stderr, "--serve, --peer, --port, --size, --iters, --timeout and --gid-index belong to perf")
 		}
 		var code int
 		code, err = runDoctor(stdout, opts, watch, positional)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -22,19 +23,24 @@ var errPerf = errors.New("perf failed")
 const defaultPerfPort = 18515 // perftest's default port, the number users know
 
 type perfOptions struct {
-	serve   bool
-	connect string
-	port    int
-	size    int
-	iters   int
+	serve    bool
+	connect  string // --peer (or its older name --connect)
+	port     int
+	size     int
+	iters    int
+	timeout  time.Duration // bound on each wait for the peer
+	gidIndex int           // -1: the data path chooses
 }
+
+// defaultPerfTimeout bounds each wait for a completion the peer causes.
+const defaultPerfTimeout = 10 * time.Second
 
 // set reports whether any perf-only flag was given on the command line.
 func (o perfOptions) set(fs *flag.FlagSet) bool {
 	found := false
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "serve", "connect", "port", "size", "iters":
+		case "serve", "connect", "peer", "port", "size", "iters", "timeout", "gid-index":
 			found = true
 		}
 	})
@@ -59,10 +65,11 @@ type endpointInfo struct {
 // registered buffer. The data path implements it.
 type endpoint interface {
 	Info() endpointInfo
-	// Connect moves the QP to RTS towards remote.
+	// Connect moves the QP to RTS towards remote, with receives posted.
 	Connect(remote endpointInfo) error
-	// PingPong runs one RDMA-write round trip of the endpoint's size with
-	// the peer (both sides call it) and returns when the echo arrived.
+	// PingPong runs one SEND/RECV round trip of the endpoint's size with
+	// the peer (both sides call it): the initiator sends and returns when
+	// the echo arrived, the other side echoes.
 	PingPong(initiator bool) error
 	// WriteBurst posts n RDMA writes of the endpoint's size and waits
 	// for their completions.
@@ -71,14 +78,19 @@ type endpoint interface {
 }
 
 // dataPath opens perf endpoints. newDataPath returns the build's data
-// path; provider/dataplane provides it once it lands, until then perf
-// reports it is not available.
+// path: datapath.go sets it to provider/dataplane's in cgo builds; a build
+// without cgo has no data path and perf says it is not available.
 type dataPath interface {
 	Open(device string, size int) (endpoint, error)
 }
 
-var newDataPath = func() (dataPath, error) {
-	return nil, fmt.Errorf("perf: the provider's data path (provider/dataplane) is %w", errNotAvailable)
+// backendReporter is an endpoint that can name the data path it uses.
+type backendReporter interface {
+	Backends() string
+}
+
+var newDataPath = func(perfOptions) (dataPath, error) {
+	return nil, fmt.Errorf("perf: the provider's data path (provider/dataplane, needs cgo) is %w", errNotAvailable)
 }
 
 // perfResult is perf's output.
@@ -90,24 +102,26 @@ type perfResult struct {
 	LatencyP50us  float64  `json:"latency_p50_us"`
 	LatencyP99us  float64  `json:"latency_p99_us"`
 	BandwidthGbps float64  `json:"bandwidth_gbps"`
+	// DataPath names the backends this side's endpoint used.
+	DataPath string `json:"data_path,omitempty"`
 }
 
 func runPerf(stdout, stderr io.Writer, opts options, po perfOptions, args []string) error {
-	if po.size <= 0 || po.size > 1<<30 || po.iters <= 0 || po.port <= 0 || po.port > 65535 {
-		return usageError{"perf: --size (1..1 GiB), --iters and --port (1..65535) must be positive"}
+	if po.size <= 0 || po.size > 1<<30 || po.iters <= 0 || po.port <= 0 || po.port > 65535 || po.timeout <= 0 {
+		return usageError{"perf: --size (1..1 GiB), --iters, --timeout and --port (1..65535) must be positive"}
 	}
 	if !opts.live() {
 		return usageError{"perf needs the running system; it cannot use --root"}
 	}
 	switch {
 	case po.serve && po.connect != "":
-		return usageError{"perf: --serve and --connect exclude each other"}
+		return usageError{"perf: --serve and --peer exclude each other"}
 	case (po.serve || po.connect != "") && len(args) != 1:
-		return usageError{"perf --serve/--connect takes one device"}
+		return usageError{"perf --serve/--peer takes one device"}
 	case !po.serve && po.connect == "" && (len(args) < 1 || len(args) > 2):
 		return usageError{"perf takes DEV [DEV2]"}
 	}
-	dp, err := newDataPath()
+	dp, err := newDataPath(po)
 	if err != nil {
 		return err
 	}
@@ -181,8 +195,19 @@ func serveOnce(ln net.Listener, dp dataPath, dev string, po perfOptions, bar *pr
 	return serveConn(c, dp, dev, po, bar)
 }
 
+// dialRetry is how long a client keeps trying a peer that refuses the
+// connection: both sides may be started at the same moment.
+const dialRetry = 10 * time.Second
+
 func connectPeer(addr string, dp dataPath, dev string, po perfOptions, bar *progress) (perfResult, error) {
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	var c net.Conn
+	var err error
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		c, err = net.DialTimeout("tcp", addr, dialRetry)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > dialRetry {
+			break
+		}
+	}
 	if err != nil {
 		return perfResult{}, fmt.Errorf("perf: connect to %s: %w: %w", addr, errPerf, err)
 	}
@@ -196,13 +221,20 @@ func connectPeer(addr string, dp dataPath, dev string, po perfOptions, bar *prog
 //
 //	client → server  {"hello": endpointInfo, "iters": N}
 //	server → client  {"hello": endpointInfo}
-//	both sides connect their QPs, then for each of the N latency rounds
-//	the client initiates a ping-pong; after the bandwidth burst
+//	both sides connect their QPs (receives posted, RTS)
+//	server → client  {"ready": true}
+//	for each of the N latency rounds the client sends, the server echoes;
+//	then the client's RDMA WRITE burst (one-sided: the server only waits)
 //	client → server  {"done": true}
 //	server → client  {"done": true}
+//
+// "ready" keeps the client's first SEND from reaching a QP that is not
+// yet connected (RC would retry, but a retry costs a timeout). Either side
+// may send {"error": "..."} instead of its next message.
 type perfMsg struct {
 	Hello *endpointInfo `json:"hello,omitempty"`
 	Iters int           `json:"iters,omitempty"`
+	Ready bool          `json:"ready,omitempty"`
 	Done  bool          `json:"done,omitempty"`
 	Error string        `json:"error,omitempty"`
 }
@@ -275,6 +307,16 @@ func clientConn(c net.Conn, dp dataPath, dev string, po perfOptions, bar *progre
 	if err := ep.Connect(*m.Hello); err != nil {
 		return fail("connect QP", err)
 	}
+	if br, ok := ep.(backendReporter); ok {
+		res.DataPath = br.Backends()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(oobTimeout))
+	if m, err = readMsg(r); err != nil || !m.Ready {
+		if err == nil {
+			err = errors.New("peer sent no ready")
+		}
+		return fail("wait for peer ready", err)
+	}
 	lat := make([]time.Duration, 0, po.iters)
 	total := 2 * po.iters
 	for i := range po.iters {
@@ -342,6 +384,12 @@ func serveConn(c net.Conn, dp dataPath, dev string, po perfOptions, bar *progres
 	if err := ep.Connect(*m.Hello); err != nil {
 		return fail("connect QP", err)
 	}
+	if br, ok := ep.(backendReporter); ok {
+		res.DataPath = br.Backends()
+	}
+	if err := writeMsg(c, perfMsg{Ready: true}); err != nil {
+		return fail("send ready", err)
+	}
 	for i := range m.Iters {
 		if err := ep.PingPong(false); err != nil {
 			return fail("latency round", err)
@@ -385,6 +433,9 @@ func printPerf(p *printer, r perfResult) {
 	}
 	if r.Peer != "" {
 		rows = append([][]string{{"peer", r.Peer}}, rows...)
+	}
+	if r.DataPath != "" {
+		rows = append(rows, []string{"data path", r.DataPath})
 	}
 	p.table(nil, rows)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -136,9 +137,14 @@ func TestPerfMalformedPeer(t *testing.T) {
 	}
 }
 
-// TestPerfNotAvailable: without the data path, perf says so (exit 4) and
-// never prints numbers.
+// TestPerfNotAvailable: without a data path (a build without cgo), perf
+// says so (exit 4) and never prints numbers.
 func TestPerfNotAvailable(t *testing.T) {
+	saved := newDataPath
+	defer func() { newDataPath = saved }()
+	newDataPath = func(perfOptions) (dataPath, error) {
+		return nil, fmt.Errorf("perf: no data path: %w", errNotAvailable)
+	}
 	out, stderr, code := runCmd(t, "perf", "rxe0", "rxe1")
 	if code != exitUnavailable || !strings.Contains(stderr, "not available in this build") || out != "" {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)

@@ -191,34 +191,58 @@ func (cq *CQ) AckEvents(n uint32) error {
 	return nil
 }
 
+// EventCounts are the events the kernel delivered for a CQ, QP or SRQ up to
+// its destruction, from the destroy response (ib_uverbs_destroy_cq_resp,
+// ib_uverbs_destroy_qp_resp, ib_uverbs_destroy_srq_resp;
+// linux:include/uapi/rdma/ib_user_verbs.h). A libibverbs provider must not
+// free the object before the application acknowledged as many
+// (ibv_ack_cq_events, ibv_ack_async_event): those calls still touch it.
+type EventCounts struct {
+	Comp  uint32 // completion events on the CQ's channel (CQs only)
+	Async uint32 // async events on the context's async fd
+}
+
 // Destroy destroys the CQ. The kernel refuses (EBUSY) while QPs use it.
 func (cq *CQ) Destroy() error {
+	_, err := cq.DestroyWithEvents()
+	return err
+}
+
+// DestroyWithEvents destroys the CQ like Destroy and returns how many
+// completion and async events the kernel reported for it.
+func (cq *CQ) DestroyWithEvents() (EventCounts, error) {
 	const verb = "destroy cq"
 	if err := cq.lock(verb); err != nil {
-		return err
+		return EventCounts{}, err
 	}
 	defer cq.ctx.mu.Unlock()
-	if err := cq.destroyLocked(); err != nil {
-		return verbError(verb, err)
+	ev, err := cq.destroyEventsLocked()
+	if err != nil {
+		return EventCounts{}, verbError(verb, err)
 	}
 	cq.ctx.untrack(cq)
-	return nil
+	return ev, nil
 }
 
 func (cq *CQ) destroyRank() int { return rankCQ }
 
 func (cq *CQ) destroyLocked() error {
+	_, err := cq.destroyEventsLocked()
+	return err
+}
+
+func (cq *CQ) destroyEventsLocked() (EventCounts, error) {
 	var resp uapi.IbUverbsDestroyCqResp
 	req := uapi.IbUverbsDestroyCq{CqHandle: cq.handle}
 	err := cq.ctx.cmd.destroy(uapi.UVERBS_OBJECT_CQ, uapi.UVERBS_METHOD_CQ_DESTROY,
 		uapi.UVERBS_ATTR_DESTROY_CQ_HANDLE, cq.handle, uapi.UVERBS_ATTR_DESTROY_CQ_RESP, bytesOf(&resp),
 		&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_DESTROY_CQ, in: bytesOf(&req), out: bytesOf(&resp)})
 	if err != nil {
-		return err
+		return EventCounts{}, err
 	}
 	cq.destroyed = true
 	if cq.ctx.cqs[cq.userHandle] == cq {
 		delete(cq.ctx.cqs, cq.userHandle)
 	}
-	return nil
+	return EventCounts{Comp: resp.CompEventsReported, Async: resp.AsyncEventsReported}, nil
 }

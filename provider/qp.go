@@ -283,34 +283,47 @@ func (qp *QP) Query(mask uint32) (QPAttr, QPInitAttr, error) {
 
 // Destroy destroys the QP.
 func (qp *QP) Destroy() error {
+	_, err := qp.DestroyWithEvents()
+	return err
+}
+
+// DestroyWithEvents destroys the QP like Destroy and returns how many async
+// events the kernel reported for it (EventCounts.Comp is always 0).
+func (qp *QP) DestroyWithEvents() (EventCounts, error) {
 	const verb = "destroy qp"
 	if err := qp.lock(verb); err != nil {
-		return err
+		return EventCounts{}, err
 	}
 	defer qp.pd.ctx.mu.Unlock()
-	if err := qp.destroyLocked(); err != nil {
-		return verbError(verb, err)
+	ev, err := qp.destroyEventsLocked()
+	if err != nil {
+		return EventCounts{}, verbError(verb, err)
 	}
 	qp.pd.ctx.untrack(qp)
-	return nil
+	return ev, nil
 }
 
 func (qp *QP) destroyRank() int { return rankQP }
 
 func (qp *QP) destroyLocked() error {
+	_, err := qp.destroyEventsLocked()
+	return err
+}
+
+func (qp *QP) destroyEventsLocked() (EventCounts, error) {
 	var resp uapi.IbUverbsDestroyQpResp
 	req := uapi.IbUverbsDestroyQp{QpHandle: qp.handle}
 	err := qp.pd.ctx.cmd.destroy(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_DESTROY,
 		uapi.UVERBS_ATTR_DESTROY_QP_HANDLE, qp.handle, uapi.UVERBS_ATTR_DESTROY_QP_RESP, bytesOf(&resp),
 		&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_DESTROY_QP, in: bytesOf(&req), out: bytesOf(&resp)})
 	if err != nil {
-		return err
+		return EventCounts{}, err
 	}
 	qp.destroyed = true
 	if c := qp.pd.ctx; c.qps[qp.userHandle] == qp {
 		delete(c.qps, qp.userHandle)
 	}
-	return nil
+	return EventCounts{Async: resp.EventsReported}, nil
 }
 
 func qpStateName(s uint8) string {

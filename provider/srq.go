@@ -160,32 +160,45 @@ func (srq *SRQ) Query() (SRQAttr, error) {
 
 // Destroy destroys the SRQ. The kernel refuses (EBUSY) while QPs use it.
 func (srq *SRQ) Destroy() error {
+	_, err := srq.DestroyWithEvents()
+	return err
+}
+
+// DestroyWithEvents destroys the SRQ like Destroy and returns how many async
+// events the kernel reported for it (EventCounts.Comp is always 0).
+func (srq *SRQ) DestroyWithEvents() (EventCounts, error) {
 	const verb = "destroy srq"
 	if err := srq.lock(verb); err != nil {
-		return err
+		return EventCounts{}, err
 	}
 	defer srq.pd.ctx.mu.Unlock()
-	if err := srq.destroyLocked(); err != nil {
-		return verbError(verb, err)
+	ev, err := srq.destroyEventsLocked()
+	if err != nil {
+		return EventCounts{}, verbError(verb, err)
 	}
 	srq.pd.ctx.untrack(srq)
-	return nil
+	return ev, nil
 }
 
 func (srq *SRQ) destroyRank() int { return rankSRQ }
 
 func (srq *SRQ) destroyLocked() error {
+	_, err := srq.destroyEventsLocked()
+	return err
+}
+
+func (srq *SRQ) destroyEventsLocked() (EventCounts, error) {
 	var resp uapi.IbUverbsDestroySrqResp
 	req := uapi.IbUverbsDestroySrq{SrqHandle: srq.handle}
 	err := srq.pd.ctx.cmd.destroy(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_DESTROY,
 		uapi.UVERBS_ATTR_DESTROY_SRQ_HANDLE, srq.handle, uapi.UVERBS_ATTR_DESTROY_SRQ_RESP, bytesOf(&resp),
 		&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_DESTROY_SRQ, in: bytesOf(&req), out: bytesOf(&resp)})
 	if err != nil {
-		return err
+		return EventCounts{}, err
 	}
 	srq.destroyed = true
 	if c := srq.pd.ctx; c.srqs[srq.userHandle] == srq {
 		delete(c.srqs, srq.userHandle)
 	}
-	return nil
+	return EventCounts{Async: resp.EventsReported}, nil
 }

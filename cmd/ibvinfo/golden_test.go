@@ -211,6 +211,11 @@ func TestUsage(t *testing.T) {
 		{"--root", treeDir("healthy"), "doctor", "--watch=soon"},
 		{"--root", treeDir("healthy"), "perf", "a", "b", "c"},
 		{"--root", treeDir("healthy"), "perf", "--serve", "--connect", "h", "a"},
+		{"--root", treeDir("healthy"), "perf", "--serve", "--peer", "h", "a"},
+		{"perf", "--timeout", "0s", "a"},
+		{"perf", "--size", "0", "a"},
+		{"--root", treeDir("healthy"), "--gid-index", "1"},
+		{"--root", treeDir("healthy"), "doctor", "--timeout", "1s"},
 	} {
 		_, stderr, code := runCmd(t, args...)
 		if code != exitUsage || !strings.Contains(stderr, "Usage:") {

@@ -225,7 +225,7 @@ func connectPeer(addr string, dp dataPath, dev string, po perfOptions, bar *prog
 //	server → client  {"ready": true}
 //	for each of the N latency rounds the client sends, the server echoes;
 //	then the client's RDMA WRITE burst (one-sided: the server only waits)
-//	client → server  {"done": true}
+//	client → server  {"done": true, "result": {latency and bandwidth}}
 //	server → client  {"done": true}
 //
 // "ready" keeps the client's first SEND from reaching a QP that is not
@@ -236,7 +236,17 @@ type perfMsg struct {
 	Iters int           `json:"iters,omitempty"`
 	Ready bool          `json:"ready,omitempty"`
 	Done  bool          `json:"done,omitempty"`
-	Error string        `json:"error,omitempty"`
+	// Result is what the client measured, sent with its done.
+	Result *perfNumbers `json:"result,omitempty"`
+	Error  string       `json:"error,omitempty"`
+}
+
+// perfNumbers are the measurements, as the client reports them to the
+// server (only the client times anything).
+type perfNumbers struct {
+	LatencyP50us  float64 `json:"latency_p50_us"`
+	LatencyP99us  float64 `json:"latency_p99_us"`
+	BandwidthGbps float64 `json:"bandwidth_gbps"`
 }
 
 // oobTimeout bounds each wait for the peer's next message: a dead peer
@@ -339,16 +349,17 @@ func clientConn(c net.Conn, dp dataPath, dev string, po perfOptions, bar *progre
 	}
 	el := time.Since(t0)
 	bar.finish()
-	if err := writeMsg(c, perfMsg{Done: true}); err != nil {
+	res.LatencyP50us, res.LatencyP99us = percentileUS(lat, 50), percentileUS(lat, 99)
+	if el > 0 {
+		res.BandwidthGbps = float64(po.size) * float64(po.iters) * 8 / el.Seconds() / 1e9
+	}
+	measured := perfNumbers{res.LatencyP50us, res.LatencyP99us, res.BandwidthGbps}
+	if err := writeMsg(c, perfMsg{Done: true, Result: &measured}); err != nil {
 		return fail("send done", err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(oobTimeout))
 	if _, err := readMsg(r); err != nil {
 		return fail("read peer done", err)
-	}
-	res.LatencyP50us, res.LatencyP99us = percentileUS(lat, 50), percentileUS(lat, 99)
-	if el > 0 {
-		res.BandwidthGbps = float64(po.size) * float64(po.iters) * 8 / el.Seconds() / 1e9
 	}
 	return res, nil
 }
@@ -398,8 +409,11 @@ func serveConn(c net.Conn, dp dataPath, dev string, po perfOptions, bar *progres
 	}
 	bar.finish()
 	_ = c.SetReadDeadline(time.Now().Add(oobTimeout))
-	if _, err := readMsg(r); err != nil {
+	if m, err = readMsg(r); err != nil {
 		return fail("read done", err)
+	}
+	if m.Result != nil { // the client measured; the server reports what it saw
+		res.LatencyP50us, res.LatencyP99us, res.BandwidthGbps = m.Result.LatencyP50us, m.Result.LatencyP99us, m.Result.BandwidthGbps
 	}
 	if err := writeMsg(c, perfMsg{Done: true}); err != nil {
 		return fail("send done", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakePath is a data path double: endpoints record what they were told,
@@ -44,7 +46,13 @@ func (e *fakeEndpoint) Connect(r endpointInfo) error {
 	e.remote = &r
 	return nil
 }
-func (e *fakeEndpoint) PingPong(bool) error { e.pingpongs++; return nil }
+func (e *fakeEndpoint) PingPong(initiator bool) error {
+	e.pingpongs++
+	if initiator {
+		time.Sleep(50 * time.Microsecond) // a round trip takes time, so latency is > 0
+	}
+	return nil
+}
 func (e *fakeEndpoint) WriteBurst(n int) error {
 	e.written += n
 	return nil
@@ -94,8 +102,10 @@ func TestPerfTCPServeConnect(t *testing.T) {
 	f := &fakePath{}
 	po := perfOptions{size: 65536, iters: 5}
 	done := make(chan error, 1)
+	var served perfResult
 	go func() {
-		_, err := serveOnce(ln, f, "rxe1", po, nil)
+		var err error
+		served, err = serveOnce(ln, f, "rxe1", po, nil)
 		done <- err
 	}()
 	res, err := connectPeer(ln.Addr().String(), f, "rxe0", po, nil)
@@ -109,6 +119,11 @@ func TestPerfTCPServeConnect(t *testing.T) {
 	if res.Peer != ln.Addr().String() {
 		t.Errorf("peer %q", res.Peer)
 	}
+	// The server reports the client's measurements.
+	if res.LatencyP50us <= 0 || served.LatencyP50us != res.LatencyP50us || served.LatencyP99us != res.LatencyP99us ||
+		served.BandwidthGbps != res.BandwidthGbps || served.Iterations != 5 {
+		t.Errorf("client %+v, server %+v", res, served)
+	}
 }
 
 // TestPerfPeerFailure: a failing server side reaches the client as an
@@ -121,6 +136,32 @@ func TestPerfPeerFailure(t *testing.T) {
 	}
 	if code := report(io.Discard, err); code != exitPerfFailed {
 		t.Errorf("exit %d, want %d", code, exitPerfFailed)
+	}
+}
+
+// TestPerfPeerNotReady: a server that answers the hello but never says
+// ready (here: says done instead) fails the client before any data moves.
+func TestPerfPeerNotReady(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	go func() {
+		defer b.Close()
+		r := bufio.NewReader(b)
+		if _, err := readMsg(r); err != nil {
+			return
+		}
+		info := endpointInfo{QPN: 7, Size: 64}
+		_ = writeMsg(b, perfMsg{Hello: &info})
+		_ = writeMsg(b, perfMsg{Done: true})
+		_, _ = readMsg(r)
+	}()
+	f := &fakePath{}
+	_, err := clientConn(a, f, "rxe0", perfOptions{size: 64, iters: 3}, nil)
+	if err == nil || !errors.Is(err, errPerf) || !strings.Contains(err.Error(), "ready") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(f.eps) != 1 || f.eps[0].pingpongs != 0 || !f.eps[0].closed {
+		t.Errorf("endpoint %+v: no ping-pong may run, and it must be closed", f.eps)
 	}
 }
 

@@ -181,7 +181,7 @@ func checkPerfJSON(t *testing.T, out string, iters, size int) perfResult {
 // provider's control path and the dataplane engine on mapped rxe rings.
 func TestVMPerf(t *testing.T) {
 	d0, d1 := vmDevices(t)
-	out, stderr, code := runCmd(t, "perf", "--iters", "200", "--size", "4096", d0, d1)
+	out, stderr, code := runCmd(t, "perf", "--iters", "500", "--size", "64", d0, d1)
 	if code != exitOK {
 		t.Fatalf("perf: exit %d, stderr %s", code, stderr)
 	}

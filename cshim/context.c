@@ -5,7 +5,6 @@
 // running layout.
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,18 +74,19 @@ static void put_int(char *ibv_ctx, size_t off, int v)
 	memcpy(ibv_ctx + off, &v, sizeof(v));
 }
 
-// alloc_context owns cmd_fd. The Go provider opens the device itself and
-// creates the kernel ucontext on its own fd; libibverbs' core issues
-// commands of its own (comp channels, GID queries) on ctx->cmd_fd, so that
-// must be the same open file: we close libibverbs' fd and give it a dup of
-// the Go context's.
+// alloc_context owns cmd_fd until _verbs_init_and_alloc_context takes it
+// (it closes it itself on failure). The Go provider then creates the kernel
+// ucontext on that same fd (provider.OpenFD), so the commands libibverbs'
+// core issues on ctx->cmd_fd (comp channels, GID queries) reach our
+// ucontext; the fd and the async fd stay libibverbs', which closes both in
+// verbs_uninit_context. This is the order of rdma-core-private-abi.md §7.1.
 void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 {
 	const struct usb4_abi *abi = usb4_abi_get();
 	const char *name = (const char *)ibdev + IBV_DEVICE_NAME;
 	uint32_t driver_id;
 	enum usb4_kind kind = usb4_device_kind(ibdev, &driver_id);
-	struct usb4_open_info info = {.cmd_fd = -1, .async_fd = -1};
+	struct usb4_open_info info = {.async_fd = -1};
 	(void)private_data;
 
 	if (usb4_in_fork_child("open_device")) {
@@ -95,27 +95,11 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 		errno = ENOSYS;
 		return NULL;
 	}
-	int err = usb4goOpenContext((char *)name, (int)kind, &info);
-	if (cmd_fd >= 0)
-		close(cmd_fd);
-	if (err) {
-		fprintf(stderr, USB4_LOG_PREFIX "%s: open context: %s\n", name, strerror(err));
-		errno = err;
-		return NULL;
-	}
-	int fd = fcntl(info.cmd_fd, F_DUPFD_CLOEXEC, 0);
-	if (fd < 0) {
-		err = errno;
-		usb4goCloseContext(info.handle);
-		errno = err;
-		return NULL;
-	}
-	void *vctx = abi->init_and_alloc_context(ibdev, fd, ctx_alloc_size(), NULL, driver_id);
+	void *vctx = abi->init_and_alloc_context(ibdev, cmd_fd, ctx_alloc_size(), NULL, driver_id);
 	if (!vctx) {
-		err = errno; // it closed fd
-		usb4goCloseContext(info.handle);
-		errno = err ? err : ENOMEM;
-		return NULL;
+		if (!errno)
+			errno = ENOMEM;
+		return NULL; // it closed cmd_fd
 	}
 	char *ibv_ctx = ibv_ctx_of(vctx);
 	size_t sz;
@@ -125,8 +109,15 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 			name, sz, abi->vctx_size, abi->layout);
 		abi->uninit_context(vctx);
 		free(vctx);
-		usb4goCloseContext(info.handle);
 		errno = EPROTO;
+		return NULL;
+	}
+	int err = usb4goOpenContext((char *)name, cmd_fd, &info);
+	if (err) {
+		fprintf(stderr, USB4_LOG_PREFIX "%s: open context: %s\n", name, strerror(err));
+		abi->uninit_context(vctx); // closes cmd_fd and any async fd
+		free(vctx);
+		errno = err;
 		return NULL;
 	}
 	struct usb4_ctx *uc = usb4_ctx_of_ibv(ibv_ctx);
@@ -135,7 +126,7 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 	uc->driver_id = driver_id;
 	// With no async fd, libibverbs allocates one on ctx->cmd_fd itself.
 	if (info.async_fd >= 0)
-		put_int(ibv_ctx, IBV_CONTEXT_ASYNC_FD, fcntl(info.async_fd, F_DUPFD_CLOEXEC, 0));
+		put_int(ibv_ctx, IBV_CONTEXT_ASYNC_FD, info.async_fd);
 	put_int(ibv_ctx, IBV_CONTEXT_NUM_COMP_VECTORS, (int)info.num_comp_vectors);
 	// Without it ibv_reg_mr strips the optional access bits (e.g. relaxed
 	// ordering): rdma-core-private-abi.md §7.1.

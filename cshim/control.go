@@ -30,16 +30,17 @@ func errnoOf(err error) C.int {
 	return C.int(unix.EIO)
 }
 
-// usb4goOpenContext opens the device by name on the application's thread.
+// usb4goOpenContext creates the kernel ucontext on libibverbs' command fd,
+// on the application's thread. The fd, and the async fd the context
+// allocates, stay libibverbs': it closes both in verbs_uninit_context.
 //
 //export usb4goOpenContext
-func usb4goOpenContext(name *C.char, kind C.int, info *C.struct_usb4_open_info) C.int {
-	ctx, err := provider.Open(C.GoString(name))
+func usb4goOpenContext(name *C.char, cmdFD C.int, info *C.struct_usb4_open_info) C.int {
+	ctx, err := provider.OpenFD(C.GoString(name), int(cmdFD))
 	if err != nil {
 		return errnoOf(err)
 	}
 	info.handle = C.uintptr_t(handles.add(nil, ctx))
-	info.cmd_fd = C.int(ctx.CmdFD())
 	info.async_fd = C.int(ctx.AsyncFD())
 	info.num_comp_vectors = C.uint32_t(ctx.NumCompVectors())
 	info.core_support = C.uint64_t(ctx.CoreSupport())

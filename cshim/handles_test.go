@@ -24,13 +24,14 @@ func TestStaleHandlesGiveEBADF(t *testing.T) {
 	} else {
 		handles.remove(h2)
 	}
+	var ev _Ctype_struct_usb4_event_counts
 	for name, rc := range map[string]int{
 		"dealloc_pd":  int(usb4goDeallocPD(0)),
 		"dealloc_pd2": int(usb4goDeallocPD(0x7fffffff)),
 		"dereg_mr":    int(usb4goDeregMR(0x7fffffff)),
-		"destroy_cq":  int(usb4goDestroyCQ(0x7fffffff)),
-		"destroy_qp":  int(usb4goDestroyQP(0x7fffffff)),
-		"destroy_srq": int(usb4goDestroySRQ(0x7fffffff)),
+		"destroy_cq":  int(usb4goDestroyCQ(0x7fffffff, &ev)),
+		"destroy_qp":  int(usb4goDestroyQP(0x7fffffff, &ev)),
+		"destroy_srq": int(usb4goDestroySRQ(0x7fffffff, &ev)),
 		"destroy_ah":  int(usb4goDestroyAH(0x7fffffff)),
 		"modify_qp":   int(usb4goModifyQP(0x7fffffff, nil, 0)),
 		"query_srq":   int(usb4goQuerySRQ(0x7fffffff, nil)),
@@ -48,7 +49,8 @@ func TestWrongTypeHandle(t *testing.T) {
 	if _, ok := handles.get(h); !ok {
 		t.Fatal("handle not stored")
 	}
-	if rc := usb4goDestroyQP(_Ctype_uintptr_t(h)); int(rc) != int(unix.EBADF) {
+	var ev _Ctype_struct_usb4_event_counts
+	if rc := usb4goDestroyQP(_Ctype_uintptr_t(h), &ev); int(rc) != int(unix.EBADF) {
 		t.Errorf("destroy_qp on a PD handle = %d, want EBADF", rc)
 	}
 }

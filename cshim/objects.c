@@ -36,6 +36,10 @@ enum {
 	VERBS_CQ_SIZE = 288,
 	IBV_CQ_HANDLE = 24,
 	IBV_CQ_CQE = 28,
+	IBV_CQ_MUTEX = 32,
+	IBV_CQ_COND = 72,
+	IBV_CQ_COMP_EVENTS_COMPLETED = 120,
+	IBV_CQ_ASYNC_EVENTS_COMPLETED = 124,
 	// struct ibv_qp; verbs_qp is 360/368/376 bytes depending on the release
 	IBV_QP_CONTEXT = 0,
 	IBV_QP_QP_CONTEXT = 8,
@@ -54,6 +58,9 @@ enum {
 	// struct ibv_srq
 	IBV_SRQ_SIZE = 128,
 	IBV_SRQ_HANDLE = 24,
+	IBV_SRQ_MUTEX = 32,
+	IBV_SRQ_COND = 72,
+	IBV_SRQ_EVENTS_COMPLETED = 120,
 	// enum ibv_qp_attr_mask
 	IBV_QP_ATTR_STATE = 1,
 };
@@ -109,6 +116,50 @@ static void *fail_null(int err)
 	return NULL;
 }
 
+// Where an object keeps its event acknowledgement state: the mutex and cond
+// that ibv_ack_cq_events / ibv_ack_async_event take and signal, and the
+// counters they increment (ibv_cq, ibv_qp, ibv_srq in Appendix B).
+struct usb4_ack_state {
+	size_t mutex, cond;
+	size_t comp_completed;  // 0: the object has no completion events
+	size_t async_completed;
+};
+
+// wait_events_acked waits until the application has acknowledged every
+// event the kernel reported for a destroyed object, as libibverbs' own
+// ibv_cmd_destroy_cq/qp/srq do before a provider frees it: an event read
+// but not yet acked still points at the object, and the ack touches it.
+static void wait_events_acked(unsigned char *obj, const struct usb4_ack_state *st,
+			      const struct usb4_event_counts *ev)
+{
+	pthread_mutex_t *mu = (pthread_mutex_t *)(obj + st->mutex);
+	pthread_cond_t *cond = (pthread_cond_t *)(obj + st->cond);
+	uint32_t *async = (uint32_t *)(obj + st->async_completed);
+	uint32_t *comp = st->comp_completed ? (uint32_t *)(obj + st->comp_completed) : NULL;
+
+	pthread_mutex_lock(mu);
+	while (*async != ev->async || (comp && *comp != ev->comp))
+		pthread_cond_wait(cond, mu);
+	pthread_mutex_unlock(mu);
+}
+
+static const struct usb4_ack_state cq_acks = {
+	.mutex = IBV_CQ_MUTEX,
+	.cond = IBV_CQ_COND,
+	.comp_completed = IBV_CQ_COMP_EVENTS_COMPLETED,
+	.async_completed = IBV_CQ_ASYNC_EVENTS_COMPLETED,
+};
+static const struct usb4_ack_state qp_acks = {
+	.mutex = IBV_QP_MUTEX,
+	.cond = IBV_QP_COND,
+	.async_completed = IBV_QP_EVENTS_COMPLETED,
+};
+static const struct usb4_ack_state srq_acks = {
+	.mutex = IBV_SRQ_MUTEX,
+	.cond = IBV_SRQ_COND,
+	.async_completed = IBV_SRQ_EVENTS_COMPLETED,
+};
+
 // ---- CQ ----
 
 static void *usb4_create_cq(void *ibv_ctx, int cqe, void *channel, int comp_vector)
@@ -144,9 +195,12 @@ static int usb4_destroy_cq(void *ibv_cq)
 	struct usb4_cq *cq = ibv_cq;
 	if (usb4_in_fork_child("destroy_cq"))
 		return ENOSYS;
-	int err = usb4goDestroyCQ(cq->go);
+	struct usb4_event_counts ev = {0};
+	int err = usb4goDestroyCQ(cq->go, &ev);
 	if (err)
 		return err;
+	// verbs_init_cq initialised the mutex and cond; core never destroys them.
+	wait_events_acked(cq->verbs_cq, &cq_acks, &ev);
 	free(cq);
 	return 0;
 }
@@ -257,9 +311,11 @@ static int usb4_destroy_qp(void *ibv_qp)
 	struct usb4_qp *qp = ibv_qp;
 	if (usb4_in_fork_child("destroy_qp"))
 		return ENOSYS;
-	int err = usb4goDestroyQP(qp->go);
+	struct usb4_event_counts ev = {0};
+	int err = usb4goDestroyQP(qp->go, &ev);
 	if (err)
 		return err;
+	wait_events_acked(qp->verbs_qp, &qp_acks, &ev);
 	pthread_cond_destroy((pthread_cond_t *)(qp->verbs_qp + IBV_QP_COND));
 	pthread_mutex_destroy((pthread_mutex_t *)(qp->verbs_qp + IBV_QP_MUTEX));
 	free(qp);
@@ -326,9 +382,12 @@ static int usb4_destroy_srq(void *ibv_srq)
 	struct usb4_srq *srq = ibv_srq;
 	if (usb4_in_fork_child("destroy_srq"))
 		return ENOSYS;
-	int err = usb4goDestroySRQ(srq->go);
+	struct usb4_event_counts ev = {0};
+	int err = usb4goDestroySRQ(srq->go, &ev);
 	if (err)
 		return err;
+	// core's ibv_create_srq initialised the mutex and cond.
+	wait_events_acked(srq->ibv_srq, &srq_acks, &ev);
 	free(srq);
 	return 0;
 }

@@ -21,7 +21,7 @@ import (
 type cqEntry struct {
 	cq *provider.CQ
 	dp *dataplane.CQ
-	ch *provider.CompChannel // our fd on libibverbs' channel, or nil
+	ch *provider.CompChannel // libibverbs' channel, adopted; or nil
 }
 
 type qpEntry struct {
@@ -58,33 +58,19 @@ func closeContext(ctx *provider.Context) {
 //export usb4goWarm
 func usb4goWarm() {}
 
-// adoptChannel gives the provider a completion channel whose fd refers to
-// the channel libibverbs created (ibv_create_comp_channel is core-only, on
-// the same ucontext): the kernel binds the CQ to the file the application
-// reads events from. The provider has no way to adopt a foreign fd, so a
-// fresh channel's fd is replaced by a duplicate of libibverbs' one.
-func adoptChannel(ctx *provider.Context, fd int) (*provider.CompChannel, error) {
-	ch, err := ctx.CreateCompChannel()
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Dup3(fd, ch.FD(), unix.O_CLOEXEC); err != nil {
-		_ = ch.Close()
-		return nil, err
-	}
-	return ch, nil
-}
-
 //export usb4goCreateCQ
 func usb4goCreateCQ(h C.uintptr_t, cqe, channelFD, compVector C.int, userHandle C.uint64_t, out *C.struct_usb4_obj_info) C.int {
 	ctx, ok := lookup[*provider.Context](h)
 	if !ok {
 		return C.int(unix.EBADF)
 	}
+	// ibv_create_comp_channel is core-only: libibverbs created the channel
+	// on our command fd and owns its fd. Binding the CQ to that fd makes the
+	// kernel deliver events to the file the application reads.
 	var ch *provider.CompChannel
 	if channelFD >= 0 {
 		var err error
-		if ch, err = adoptChannel(ctx, int(channelFD)); err != nil {
+		if ch, err = ctx.CompChannelFromFD(int(channelFD)); err != nil {
 			return errnoOf(err)
 		}
 	}
@@ -139,15 +125,21 @@ func destroyCQ(e *cqEntry) {
 	}
 }
 
+// usb4goDestroyCQ destroys the CQ and reports the kernel's event counts;
+// objects.c waits for the application to acknowledge as many.
+//
 //export usb4goDestroyCQ
-func usb4goDestroyCQ(h C.uintptr_t) C.int {
+func usb4goDestroyCQ(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
 	e, ok := lookup[*cqEntry](h)
 	if !ok {
 		return C.int(unix.EBADF)
 	}
-	if err := e.cq.Destroy(); err != nil {
+	ev, err := e.cq.DestroyWithEvents()
+	if err != nil {
 		return errnoOf(err) // EBUSY while QPs use it: the CQ stays usable
 	}
+	out.comp = C.uint32_t(ev.Comp)
+	out.async = C.uint32_t(ev.Async)
 	handles.remove(uintptr(h))
 	e.dp.Close()
 	if e.ch != nil {
@@ -347,15 +339,21 @@ func usb4goQueryQP(h C.uintptr_t, mask C.int, attr *C.struct_usb4_ibv_qp_attr, i
 	return 0
 }
 
+// usb4goDestroyQP destroys the QP and reports the kernel's async event
+// count; objects.c waits for the application to acknowledge as many.
+//
 //export usb4goDestroyQP
-func usb4goDestroyQP(h C.uintptr_t) C.int {
+func usb4goDestroyQP(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
 	e, ok := lookup[*qpEntry](h)
 	if !ok {
 		return C.int(unix.EBADF)
 	}
-	if err := e.qp.Destroy(); err != nil {
+	ev, err := e.qp.DestroyWithEvents()
+	if err != nil {
 		return errnoOf(err)
 	}
+	out.comp = 0
+	out.async = C.uint32_t(ev.Async)
 	handles.remove(uintptr(h))
 	e.dp.Close()
 	return 0
@@ -424,15 +422,21 @@ func usb4goQuerySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr) C.int {
 	return 0
 }
 
+// usb4goDestroySRQ destroys the SRQ and reports the kernel's async event
+// count; objects.c waits for the application to acknowledge as many.
+//
 //export usb4goDestroySRQ
-func usb4goDestroySRQ(h C.uintptr_t) C.int {
+func usb4goDestroySRQ(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
 	e, ok := lookup[*srqEntry](h)
 	if !ok {
 		return C.int(unix.EBADF)
 	}
-	if err := e.srq.Destroy(); err != nil {
+	ev, err := e.srq.DestroyWithEvents()
+	if err != nil {
 		return errnoOf(err)
 	}
+	out.comp = 0
+	out.async = C.uint32_t(ev.Async)
 	handles.remove(uintptr(h))
 	e.dp.Close()
 	return 0

@@ -314,6 +314,13 @@ struct usb4_ibv_srq_attr {
 	uint32_t srq_limit;
 };
 
+// Events the kernel reported for a CQ, QP or SRQ up to its destruction
+// (ib_uverbs_destroy_{cq,qp,srq}_resp); QPs and SRQs have only async events.
+struct usb4_event_counts {
+	uint32_t comp;
+	uint32_t async;
+};
+
 // What Go reports about a new kernel object. eng is the data-path engine's
 // object (struct usb4v_cq/qp/srq of provider/dataplane), C memory owned by Go.
 struct usb4_obj_info {
@@ -342,14 +349,14 @@ struct usb4_pd {
 // What the Go side reports about a freshly opened context.
 struct usb4_open_info {
 	uintptr_t handle; // Go handle of the context
-	int cmd_fd;       // the Go context's command fd (we hand libibverbs a dup)
-	int async_fd;     // -1 if none
+	int async_fd;     // -1 if none; libibverbs owns it (closes it on uninit)
 	uint32_t num_comp_vectors;
 	uint64_t core_support; // UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT
 };
 
 // Implemented in Go (control.go, //export). Return 0 or a positive errno.
-int usb4goOpenContext(char *ibdev_name, int kind, struct usb4_open_info *info);
+// Creates the kernel ucontext on libibverbs' cmd_fd, which stays libibverbs'.
+int usb4goOpenContext(char *ibdev_name, int cmd_fd, struct usb4_open_info *info);
 void usb4goCloseContext(uintptr_t ctx);
 int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, uint64_t *cap_flags_ex);
 int usb4goQueryPort(uintptr_t ctx, uint8_t port, struct usb4_port_attr *attr);
@@ -360,16 +367,16 @@ int usb4goRegMR(uintptr_t pd, uintptr_t addr, uint64_t length, uint64_t iova, ui
 int usb4goDeregMR(uintptr_t mr);
 int usb4goCreateCQ(uintptr_t ctx, int cqe, int channel_fd, int comp_vector, uint64_t user_handle,
 		   struct usb4_obj_info *out);
-int usb4goDestroyCQ(uintptr_t cq);
+int usb4goDestroyCQ(uintptr_t cq, struct usb4_event_counts *ev);
 int usb4goCreateQP(uintptr_t pd, struct usb4_qp_req *req, struct usb4_obj_info *out);
 int usb4goModifyQP(uintptr_t qp, struct usb4_ibv_qp_attr *attr, int mask);
 int usb4goQueryQP(uintptr_t qp, int mask, struct usb4_ibv_qp_attr *attr, struct usb4_ibv_qp_cap *init_cap,
 		  int32_t *sq_sig_all);
-int usb4goDestroyQP(uintptr_t qp);
+int usb4goDestroyQP(uintptr_t qp, struct usb4_event_counts *ev);
 int usb4goCreateSRQ(uintptr_t pd, uint64_t user_handle, struct usb4_ibv_srq_attr *attr, struct usb4_obj_info *out);
 int usb4goModifySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr, int mask);
 int usb4goQuerySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr);
-int usb4goDestroySRQ(uintptr_t srq);
+int usb4goDestroySRQ(uintptr_t srq, struct usb4_event_counts *ev);
 int usb4goCreateAH(uintptr_t pd, struct usb4_ibv_ah_attr *attr, struct usb4_obj_info *out);
 int usb4goDestroyAH(uintptr_t ah);
 // A no-op: a thread that calls it has a Go M bound afterwards (fork.c).

@@ -474,6 +474,48 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 	}
 }
 
+// TestDestroyWaitsForAcknowledgedEvents runs testdata/events.c against the
+// C parts under AddressSanitizer (gostub.c for Go; every destroy reports one
+// event of each kind): destroy_cq, destroy_qp and destroy_srq must block
+// until the application acknowledged those events, as libibverbs' own
+// ibv_cmd_destroy_* do, and then succeed.
+func TestDestroyWaitsForAcknowledgedEvents(t *testing.T) {
+	h := setupHost(t)
+	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+		t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
+	}
+	dir := t.TempDir()
+	so, asanFlags := buildAsanShim(t, dir)
+	prog := filepath.Join(dir, "events")
+	if err := gcc(append(asanFlags, "-o", prog, "testdata/events.c", "-l:libibverbs.so.1", "-lpthread")...); err != nil {
+		t.Fatal(err)
+	}
+	shim, err := installAs(so, dir, "usb4_asan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1",
+		"USB4_STUB_EVENTS=1", "ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
+	_, r := listDevices(t, h, shim, prog, env, "usb4_rdma7")
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("sanitizer report:\n%s", r.stderr)
+	}
+	want := []string{
+		"qp before_acks blocked",
+		"qp destroy 0",
+		"srq before_acks blocked",
+		"srq destroy 0",
+		"cq before_acks blocked",
+		"cq after_comp_ack blocked", // the async event is still unacknowledged
+		"cq destroy 0",
+		"dealloc_pd 0",
+		"close 0",
+	}
+	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
+		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
+	}
+}
+
 // buildAsanShim builds the C parts (testdata/gostub.c standing in for Go)
 // with the data-path engine as a plain C provider under AddressSanitizer.
 func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {

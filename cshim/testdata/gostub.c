@@ -1,34 +1,37 @@
-// Stand-in for the Go exports (control.go) so the C parts build as a plain C
-// shared object, e.g. under AddressSanitizer. With USB4_STUB_OPEN_OK=1 the
-// open succeeds with a heap handle (so a missing close shows up as a leak)
-// and a dup of /dev/null as the command fd; every other verb fails.
+// Stand-in for the Go exports (control.go, objects.go) so the C parts build
+// as a plain C shared object, e.g. under AddressSanitizer. With
+// USB4_STUB_OPEN_OK=1 the open succeeds with a heap handle (so a missing
+// close shows up as a leak) on libibverbs' command fd; other verbs fail
+// unless the USB4_STUB_* switches below make them succeed.
 #define _GNU_SOURCE // O_CLOEXEC
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "../shim.h"
 
-int usb4goOpenContext(char *ibdev_name, int kind, struct usb4_open_info *info)
+int usb4goOpenContext(char *ibdev_name, int cmd_fd, struct usb4_open_info *info)
 {
 	if (!getenv("USB4_STUB_OPEN_OK"))
 		return EOPNOTSUPP;
 	char *h = malloc(64);
 	if (!h)
 		return ENOMEM;
-	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		free(h);
-		return errno;
-	}
-	snprintf(h, 64, "%s/%d/%d", ibdev_name, kind, fd);
+	snprintf(h, 64, "%s/%d", ibdev_name, cmd_fd);
 	info->handle = (uintptr_t)h;
-	info->cmd_fd = fd;
-	// With USB4_STUB_ASYNC_FD=1 libibverbs gets an async fd and the open
-	// completes; otherwise its own async-fd ioctl on /dev/null fails it.
-	info->async_fd = getenv("USB4_STUB_ASYNC_FD") ? fd : -1;
+	// With USB4_STUB_ASYNC_FD=1 libibverbs gets an async fd (which it owns
+	// and closes) and the open completes; otherwise its own async-fd ioctl
+	// on the fake device fails it.
+	info->async_fd = -1;
+	if (getenv("USB4_STUB_ASYNC_FD")) {
+		info->async_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (info->async_fd < 0) {
+			free(h);
+			return errno;
+		}
+	}
 	info->num_comp_vectors = 1;
 	return 0;
 }
@@ -36,12 +39,7 @@ int usb4goOpenContext(char *ibdev_name, int kind, struct usb4_open_info *info)
 void usb4goCloseContext(uintptr_t handle)
 {
 	char *h = (char *)handle;
-	char *last = h;
-	for (char *p = h; *p; p++)
-		if (*p == '/')
-			last = p + 1;
 	fprintf(stderr, "stub: close %s\n", h);
-	close(atoi(last));
 	free(h);
 }
 
@@ -93,25 +91,57 @@ int usb4goDeregMR(uintptr_t mr)
 	return EOPNOTSUPP;
 }
 
-// Objects: every create fails, as without a kernel; destroy of an unknown
+// Objects: every create fails, as without a kernel, unless
+// USB4_STUB_OBJ_OK=1: then CQs, QPs and SRQs are heap handles (a missing
+// destroy leaks) without an engine object, and their destroys report
+// USB4_STUB_EVENTS events of each kind (default 0). Destroy of an unknown
 // handle is EBADF, as in the Go handle table.
+static uint32_t stub_events(void)
+{
+	const char *v = getenv("USB4_STUB_EVENTS");
+	return v ? (uint32_t)strtoul(v, NULL, 10) : 0;
+}
+
+static int stub_obj(struct usb4_obj_info *out, uint32_t num)
+{
+	if (!getenv("USB4_STUB_OBJ_OK"))
+		return EOPNOTSUPP;
+	void *h = malloc(16);
+	if (!h)
+		return ENOMEM;
+	out->go = (uintptr_t)h;
+	out->handle = 1;
+	out->num = num;
+	out->eng = NULL;
+	return 0;
+}
+
+static int stub_destroy(uintptr_t h, struct usb4_event_counts *ev, bool comp)
+{
+	if (!getenv("USB4_STUB_OBJ_OK") || !h)
+		return EBADF;
+	free((void *)h);
+	ev->comp = comp ? stub_events() : 0;
+	ev->async = stub_events();
+	return 0;
+}
+
 int usb4goCreateCQ(uintptr_t ctx, int cqe, int channel_fd, int comp_vector, uint64_t user_handle,
 		   struct usb4_obj_info *out)
 {
-	(void)ctx, (void)cqe, (void)channel_fd, (void)comp_vector, (void)user_handle, (void)out;
-	return EOPNOTSUPP;
+	(void)ctx, (void)channel_fd, (void)comp_vector, (void)user_handle;
+	return stub_obj(out, (uint32_t)cqe);
 }
 
-int usb4goDestroyCQ(uintptr_t cq)
+int usb4goDestroyCQ(uintptr_t cq, struct usb4_event_counts *ev)
 {
-	(void)cq;
-	return EBADF;
+	return stub_destroy(cq, ev, true);
 }
 
 int usb4goCreateQP(uintptr_t pd, struct usb4_qp_req *req, struct usb4_obj_info *out)
 {
-	(void)pd, (void)req, (void)out;
-	return EOPNOTSUPP;
+	(void)pd, (void)req;
+	return stub_obj(out, 42);
 }
 
 int usb4goModifyQP(uintptr_t qp, struct usb4_ibv_qp_attr *attr, int mask)
@@ -127,16 +157,15 @@ int usb4goQueryQP(uintptr_t qp, int mask, struct usb4_ibv_qp_attr *attr, struct 
 	return EBADF;
 }
 
-int usb4goDestroyQP(uintptr_t qp)
+int usb4goDestroyQP(uintptr_t qp, struct usb4_event_counts *ev)
 {
-	(void)qp;
-	return EBADF;
+	return stub_destroy(qp, ev, false);
 }
 
 int usb4goCreateSRQ(uintptr_t pd, uint64_t user_handle, struct usb4_ibv_srq_attr *attr, struct usb4_obj_info *out)
 {
-	(void)pd, (void)user_handle, (void)attr, (void)out;
-	return EOPNOTSUPP;
+	(void)pd, (void)user_handle, (void)attr;
+	return stub_obj(out, 0);
 }
 
 int usb4goModifySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr, int mask)
@@ -151,10 +180,9 @@ int usb4goQuerySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr)
 	return EBADF;
 }
 
-int usb4goDestroySRQ(uintptr_t srq)
+int usb4goDestroySRQ(uintptr_t srq, struct usb4_event_counts *ev)
 {
-	(void)srq;
-	return EBADF;
+	return stub_destroy(srq, ev, false);
 }
 
 int usb4goCreateAH(uintptr_t pd, struct usb4_ibv_ah_attr *attr, struct usb4_obj_info *out)

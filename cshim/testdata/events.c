@@ -1,0 +1,117 @@
+// Checks that destroy_cq, destroy_qp and destroy_srq wait until the
+// application has acknowledged every event the kernel reported for the
+// object, as libibverbs' ibv_cmd_destroy_* do. Run with testdata/gostub.c
+// standing in for Go (USB4_STUB_OBJ_OK=1, USB4_STUB_EVENTS=1): each destroy
+// reports one event of each kind the object has. A destroy thread is started,
+// and after each acknowledgement but the last the program prints whether the
+// destroy is still blocked; then it prints the destroy's return value.
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <infiniband/verbs.h>
+
+enum { KIND_CQ, KIND_QP, KIND_SRQ };
+
+struct destroyer {
+	int kind;
+	void *obj;
+	atomic_int done;
+	int rc;
+};
+
+static void *destroy_thread(void *arg)
+{
+	struct destroyer *d = arg;
+	switch (d->kind) {
+	case KIND_CQ:
+		d->rc = ibv_destroy_cq(d->obj);
+		break;
+	case KIND_QP:
+		d->rc = ibv_destroy_qp(d->obj);
+		break;
+	default:
+		d->rc = ibv_destroy_srq(d->obj);
+	}
+	atomic_store(&d->done, 1);
+	return NULL;
+}
+
+// A blocked destroy stays blocked; one that does not wait returns within
+// microseconds, so 200 ms tells the two apart.
+static const char *blocked(struct destroyer *d)
+{
+	struct timespec ts = {.tv_nsec = 200 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	return atomic_load(&d->done) ? "returned" : "blocked";
+}
+
+static void ack_async(enum ibv_event_type type, void *obj)
+{
+	struct ibv_async_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.event_type = type;
+	if (type == IBV_EVENT_CQ_ERR)
+		ev.element.cq = obj;
+	else if (type == IBV_EVENT_QP_FATAL)
+		ev.element.qp = obj;
+	else
+		ev.element.srq = obj;
+	ibv_ack_async_event(&ev);
+}
+
+static int run(const char *name, int kind, void *obj)
+{
+	struct destroyer d = {.kind = kind, .obj = obj};
+	pthread_t t;
+	if (pthread_create(&t, NULL, destroy_thread, &d) != 0)
+		return 1;
+	if (kind == KIND_CQ) {
+		printf("%s before_acks %s\n", name, blocked(&d));
+		ibv_ack_cq_events(obj, 1);
+		printf("%s after_comp_ack %s\n", name, blocked(&d));
+		ack_async(IBV_EVENT_CQ_ERR, obj);
+	} else {
+		printf("%s before_acks %s\n", name, blocked(&d));
+		ack_async(kind == KIND_QP ? IBV_EVENT_QP_FATAL : IBV_EVENT_SRQ_ERR, obj);
+	}
+	pthread_join(t, NULL);
+	printf("%s destroy %d\n", name, d.rc);
+	fflush(stdout);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int n;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	struct ibv_device *dev = NULL;
+	for (int i = 0; list && i < n; i++)
+		if (argc > 1 && strcmp(ibv_get_device_name(list[i]), argv[1]) == 0)
+			dev = list[i];
+	if (!dev) {
+		printf("no device %s\n", argc > 1 ? argv[1] : "");
+		return 1;
+	}
+	struct ibv_context *ctx = ibv_open_device(dev);
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 4, NULL, NULL, 0) : NULL;
+	struct ibv_srq_init_attr sia = {.attr = {.max_wr = 4, .max_sge = 1}};
+	struct ibv_srq *srq = cq ? ibv_create_srq(pd, &sia) : NULL;
+	struct ibv_qp_init_attr qia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				       .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *qp = srq ? ibv_create_qp(pd, &qia) : NULL;
+	if (!qp) {
+		printf("setup failed: %m\n");
+		return 1;
+	}
+	if (run("qp", KIND_QP, qp) || run("srq", KIND_SRQ, srq) || run("cq", KIND_CQ, cq))
+		return 1;
+	printf("dealloc_pd %d\n", ibv_dealloc_pd(pd));
+	printf("close %d\n", ibv_close_device(ctx));
+	ibv_free_device_list(list);
+	return 0;
+}

@@ -443,7 +443,7 @@ func printPerf(p *printer, r perfResult) {
 		{"iterations", strconv.Itoa(r.Iterations)},
 		{"latency p50", strconv.FormatFloat(r.LatencyP50us, 'f', 2, 64) + " µs"},
 		{"latency p99", strconv.FormatFloat(r.LatencyP99us, 'f', 2, 64) + " µs"},
-		{"bandwidth", strconv.FormatFloat(r.BandwidthGbps, 'f', 2, 64) + " Gb/s"},
+		{"bandwidth", formatBandwidth(r.BandwidthGbps)},
 	}
 	if r.Peer != "" {
 		rows = append([][]string{{"peer", r.Peer}}, rows...)
@@ -452,6 +452,15 @@ func printPerf(p *printer, r perfResult) {
 		rows = append(rows, []string{"data path", r.DataPath})
 	}
 	p.table(nil, rows)
+}
+
+// formatBandwidth shows Gb/s, or Mb/s below 1 Gb/s so that a slow link
+// (Soft-RoCE in a VM) does not print as 0.00.
+func formatBandwidth(gbps float64) string {
+	if gbps >= 1 || gbps == 0 {
+		return strconv.FormatFloat(gbps, 'f', 2, 64) + " Gb/s"
+	}
+	return strconv.FormatFloat(gbps*1000, 'f', 2, 64) + " Mb/s"
 }
 
 // progress draws a one-line bar on a terminal; elsewhere it stays quiet so

@@ -216,3 +216,13 @@ func TestRenderBar(t *testing.T) {
 		t.Errorf("%d redraws, want 1: %q", n, sb.String())
 	}
 }
+
+func TestFormatBandwidth(t *testing.T) {
+	for v, want := range map[float64]string{
+		0: "0.00 Gb/s", 39.5: "39.50 Gb/s", 1: "1.00 Gb/s", 0.0042: "4.20 Mb/s", 0.5: "500.00 Mb/s",
+	} {
+		if got := formatBandwidth(v); got != want {
+			t.Errorf("formatBandwidth(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -445,15 +445,24 @@ func (e *Endpoint) WriteBurst(n int) error {
 	return nil
 }
 
-// Empty polls before a wait starts sleeping between polls: spinning gives
-// the lowest latency, sleeping keeps a slow peer from costing a core.
-const spinPolls = 1 << 14
+// A wait polls without pause for spinFor (lowest latency), then yields the
+// CPU between polls until yieldFor (rxe runs its packet tasks in softirq
+// context, which a spinning thread on a small machine starves: a yield
+// lets ksoftirqd run without the latency of a sleep), then sleeps between
+// polls so a slow peer does not cost a core.
+const (
+	spinFor  = 50 * time.Microsecond
+	yieldFor = 5 * time.Millisecond
+	sleepFor = 50 * time.Microsecond
+)
 
 // wait polls until sends send completions and recvs receive completions
 // are available and consumes them; receives consumed are posted again.
 // A failed completion or the deadline ends it with an error.
 func (e *Endpoint) wait(verb string, sends, recvs int) error {
-	deadline := time.Now().Add(e.timeout)
+	start := time.Now()
+	deadline := start.Add(e.timeout)
+	spinning := true
 	empty := 0
 	for e.sendsReady < sends || e.recvsReady < recvs {
 		n, err := e.poll.Poll(e.wc)
@@ -466,17 +475,23 @@ func (e *Endpoint) wait(verb string, sends, recvs int) error {
 			}
 		}
 		if n > 0 {
-			empty = 0
 			continue
 		}
 		empty++
-		if empty >= spinPolls {
-			time.Sleep(20 * time.Microsecond)
-		} else if empty%1024 != 0 {
+		if spinning && empty%64 != 0 {
 			continue // reading the clock on every empty poll would cost more than the poll
 		}
-		if time.Now().After(deadline) {
+		now := time.Now()
+		if now.After(deadline) {
 			return fmt.Errorf("%s: peer did not answer within %s: %w", verb, e.timeout, unix.ETIMEDOUT)
+		}
+		switch waited := now.Sub(start); {
+		case waited < spinFor:
+		case waited < yieldFor:
+			spinning = false
+			_, _, _ = unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		default:
+			time.Sleep(sleepFor)
 		}
 	}
 	e.sendsReady -= sends

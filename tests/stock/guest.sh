@@ -355,10 +355,11 @@ matrix() {
     pair ucx_perftest_tag_bw_rc_verbs $port check_ucx \
       env $ucxenv UCX_NET_DEVICES="$DEV0:1" ucx_perftest $mpi -p $port -- \
       env $ucxenv UCX_NET_DEVICES="$DEV1:1" ucx_perftest $mpi -p $port -t tag_bw -s 65536 -n "$ITERS" "$IP0"
-    # UCT: the server takes the test parameters (device, transport) from the client.
+    # UCT: UCX 1.13's server takes device and transport from the client; 1.18's wants
+    # its own -d (else "A device must be specified with -d flag for UCT test").
     port=$((port + 1))
     pair ucx_perftest_put_bw_uct_rc_verbs $port check_ucx \
-      env UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $port -- \
+      env UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $port -d "$DEV0:1" -x rc_verbs -- \
       env UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $port -d "$DEV1:1" -x rc_verbs -t put_bw \
       -D zcopy -s 65536 -n "$ITERS" "$IP0"
   fi

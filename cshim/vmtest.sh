@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# cshim/vmtest.sh [USERLAND]: runs cshim/testdata/vmcheck.c in the VM (tests/vm; kernel
+# 6.1, Soft-RoCE) through the stock libibverbs of USERLAND (bookworm = rdma-core 44,
+# trixie = 56.1, sid = 65; default bookworm) with our provider as the only one for
+# rxe: ECE and query_port_speed errnos, the dmabuf/create_cq_ex dummies, a real
+# completion event with destroy_cq waiting for its ack, async port events.
+# Prints go-test-style lines; exit status non-zero if a check failed.
+set -euo pipefail
+
+log() { printf '[cshim-vm] %s\n' "$*" >&2; }
+
+work=
+trap '[[ -z $work ]] || rm -rf "$work"' EXIT
+
+main() {
+  local repo userland=${1:-bookworm} provdir=usr/lib/x86_64-linux-gnu/libibverbs p
+  repo=$(cd "$(dirname "$0")/.." && pwd)
+  export CACHE=${CACHE:-$repo/.cache} GOMODCACHE=${GOMODCACHE:-$repo/.cache/gomod} GOFLAGS=${GOFLAGS:--modcacherw}
+  work=$(mktemp -d /tmp/cshim-vm.XXXXXX)
+  [[ -e /usr/include/infiniband/verbs.h ]] || { log "libibverbs-dev is needed to build vmcheck"; exit 1; }
+
+  log "building the provider and vmcheck"
+  (cd "$repo" && go build -buildmode=c-shared -o "$work/libusb4_rdma.so" ./cshim)
+  mkdir -p "$work/files" "$work/overlay/$provdir" "$work/overlay/etc/libibverbs.d" "$work/overlay/etc/usb4verbs"
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$work/files/vmcheck" "$repo/cshim/testdata/vmcheck.c" -libverbs
+
+  # The provider as packaging installs it (one file, a name per PABI), the
+  # .driver file, and the rxe opt-in (cshim/README.md).
+  install -m644 "$work/libusb4_rdma.so" "$work/overlay/$provdir/libusb4_rdma.so"
+  for p in 34 57 59 64 65; do ln -s libusb4_rdma.so "$work/overlay/$provdir/libusb4_rdma-rdmav$p.so"; done
+  printf 'driver /%s/libusb4_rdma\n' "$provdir" > "$work/overlay/etc/libibverbs.d/usb4_rdma.driver"
+  printf 'claim_rxe yes\n' > "$work/overlay/etc/usb4verbs/usb4_rdma.conf"
+
+  cat > "$work/vmcheck.sh" <<'GUEST'
+#!/bin/sh
+exec /opt/usb4verbs/vmcheck "$USB4VERBS_DEV0" "$USB4VERBS_DEV1" "$USB4VERBS_NETDEV1"
+GUEST
+
+  # The harness as committed: others edit tests/vm while runs are under way.
+  mkdir -p "$work/harness"
+  git -C "$repo" archive HEAD tests/vm | tar -x -C "$work/harness"
+  ln -s "$repo/build" "$work/harness/build"
+  mkdir -p "$repo/build"
+
+  log "booting ($userland)"
+  USERLAND=$userland VM_FILES="$work/files" VM_OVERLAY="$work/overlay" VM_GUEST_SCRIPT="$work/vmcheck.sh" \
+    VM_EXCLUDE_GLOB="$provdir/librxe-rdmav*.so etc/libibverbs.d/rxe.driver" \
+    VM_TIMEOUT=${VM_TIMEOUT:-600} "$work/harness/tests/vm/run.sh"
+}
+
+main "$@"

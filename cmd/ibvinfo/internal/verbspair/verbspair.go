@@ -92,6 +92,7 @@ type Endpoint struct {
 	recvsReady  int
 	recvsPosted int
 	nextWrID    uint64
+	checked     bool // the first received message was compared with the pattern
 	recvWRs     []dataplane.RecvWR
 	recvSGE     []dataplane.SGE
 }
@@ -135,8 +136,8 @@ func Open(cfg Config) (ep *Endpoint, err error) {
 	if e.buf, err = unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
 		return nil, fmt.Errorf("mmap %d bytes: %w", n, err)
 	}
-	for i := range cfg.Size { // a recognisable pattern, so a wrong copy is visible
-		e.buf[i] = byte(i*7 + 1)
+	for i := range cfg.Size { // both sides send this pattern: the first message received is checked
+		e.buf[i] = patternByte(i)
 	}
 	a := uintptr(unsafe.Pointer(&e.buf[0]))
 	access := uint32(uapi.IB_UVERBS_ACCESS_LOCAL_WRITE | uapi.IB_UVERBS_ACCESS_REMOTE_WRITE)
@@ -496,6 +497,14 @@ func (e *Endpoint) wait(verb string, sends, recvs int) error {
 	}
 	e.sendsReady -= sends
 	e.recvsReady -= recvs
+	if recvs > 0 && !e.checked && e.buf != nil {
+		// Once, not per message: comparing every message would distort
+		// the latency measured for large sizes.
+		e.checked = true
+		if i := firstMismatch(e.buf[e.cfg.Size : 2*e.cfg.Size]); i >= 0 {
+			return fmt.Errorf("%s: received message differs from what the peer sent at byte %d: %w", verb, i, unix.EBADMSG)
+		}
+	}
 	if recvs > 0 && e.dqp != nil {
 		e.recvsPosted -= recvs
 		if err := e.postRecvs(recvs); err != nil {
@@ -503,6 +512,18 @@ func (e *Endpoint) wait(verb string, sends, recvs int) error {
 		}
 	}
 	return nil
+}
+
+func patternByte(i int) byte { return byte(i*7 + 1) }
+
+// firstMismatch is the first index where b departs from the pattern, or -1.
+func firstMismatch(b []byte) int {
+	for i, v := range b {
+		if v != patternByte(i) {
+			return i
+		}
+	}
+	return -1
 }
 
 // account counts one completion, or says why it failed.

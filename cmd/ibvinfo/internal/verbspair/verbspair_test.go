@@ -188,3 +188,30 @@ func TestNegotiatedString(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstMessageChecked: the first message received must carry the
+// pattern the peer sends; a corrupted one is EBADMSG.
+func TestFirstMessageChecked(t *testing.T) {
+	const size = 256
+	recv := func() *fakeCQ {
+		return &fakeCQ{batches: [][]dataplane.WC{{{WrID: 1, Opcode: dataplane.WCRecv, ByteLen: size}}}}
+	}
+	e := waitEndpoint(recv(), size, time.Second)
+	e.buf = make([]byte, 2*size)
+	for i := range size {
+		e.buf[size+i] = patternByte(i)
+	}
+	if err := e.wait("ping-pong", 0, 1); err != nil {
+		t.Fatalf("intact message: %v", err)
+	}
+	e = waitEndpoint(recv(), size, time.Second)
+	e.buf = make([]byte, 2*size)
+	for i := range size {
+		e.buf[size+i] = patternByte(i)
+	}
+	e.buf[size+100] ^= 0xff
+	err := e.wait("ping-pong", 0, 1)
+	if !errors.Is(err, unix.EBADMSG) || !strings.Contains(err.Error(), "at byte 100") {
+		t.Fatalf("corrupted message: %v", err)
+	}
+}

@@ -221,4 +221,3 @@ func TestVMConcurrentOpenClose(t *testing.T) {
 	}
 	wg.Wait()
 }
-

@@ -143,6 +143,24 @@ static void wait_events_acked(unsigned char *obj, const struct usb4_ack_state *s
 	pthread_mutex_unlock(mu);
 }
 
+// destroy_outcome says whether a destroy's errno is a failure the caller
+// sees. Like libibverbs' verbs_is_destroy_err: a device that is gone (hot
+// unplug disassociates it; the kernel answers EIO and has already released
+// the object) counts as destroyed when the application opted in with
+// RDMAV_ALLOW_DISASSOC_DESTROY, and then there are no events to wait for.
+// The Go side keeps its entry of such an object until the context closes.
+enum destroy_outcome { DESTROYED, DEVICE_GONE, DESTROY_FAILED };
+
+static enum destroy_outcome destroy_outcome(int err)
+{
+	const bool *allow = usb4_abi_get()->allow_disassoc_destroy;
+	if (err == 0)
+		return DESTROYED;
+	if (err == EIO && allow && *allow)
+		return DEVICE_GONE;
+	return DESTROY_FAILED;
+}
+
 static const struct usb4_ack_state cq_acks = {
 	.mutex = IBV_CQ_MUTEX,
 	.cond = IBV_CQ_COND,
@@ -197,10 +215,12 @@ static int usb4_destroy_cq(void *ibv_cq)
 		return ENOSYS;
 	struct usb4_event_counts ev = {0};
 	int err = usb4goDestroyCQ(cq->go, &ev);
-	if (err)
+	enum destroy_outcome out = destroy_outcome(err);
+	if (out == DESTROY_FAILED)
 		return err;
 	// verbs_init_cq initialised the mutex and cond; core never destroys them.
-	wait_events_acked(cq->verbs_cq, &cq_acks, &ev);
+	if (out == DESTROYED)
+		wait_events_acked(cq->verbs_cq, &cq_acks, &ev);
 	free(cq);
 	return 0;
 }
@@ -313,9 +333,11 @@ static int usb4_destroy_qp(void *ibv_qp)
 		return ENOSYS;
 	struct usb4_event_counts ev = {0};
 	int err = usb4goDestroyQP(qp->go, &ev);
-	if (err)
+	enum destroy_outcome out = destroy_outcome(err);
+	if (out == DESTROY_FAILED)
 		return err;
-	wait_events_acked(qp->verbs_qp, &qp_acks, &ev);
+	if (out == DESTROYED)
+		wait_events_acked(qp->verbs_qp, &qp_acks, &ev);
 	pthread_cond_destroy((pthread_cond_t *)(qp->verbs_qp + IBV_QP_COND));
 	pthread_mutex_destroy((pthread_mutex_t *)(qp->verbs_qp + IBV_QP_MUTEX));
 	free(qp);
@@ -384,10 +406,12 @@ static int usb4_destroy_srq(void *ibv_srq)
 		return ENOSYS;
 	struct usb4_event_counts ev = {0};
 	int err = usb4goDestroySRQ(srq->go, &ev);
-	if (err)
+	enum destroy_outcome out = destroy_outcome(err);
+	if (out == DESTROY_FAILED)
 		return err;
 	// core's ibv_create_srq initialised the mutex and cond.
-	wait_events_acked(srq->ibv_srq, &srq_acks, &ev);
+	if (out == DESTROYED)
+		wait_events_acked(srq->ibv_srq, &srq_acks, &ev);
 	free(srq);
 	return 0;
 }

@@ -211,6 +211,8 @@ bool usb4_probe(void *lib, struct usb4_abi *abi, char *why, size_t why_len)
 	abi->init_and_alloc_context = (void *(*)(void *, int, size_t, void *, uint32_t))private_sym(
 		lib, "_verbs_init_and_alloc_context", abi->pabi);
 	abi->uninit_context = (void (*)(void *))private_sym(lib, "verbs_uninit_context", abi->pabi);
+	// Optional: set from RDMAV_ALLOW_DISASSOC_DESTROY by libibverbs' init.
+	abi->allow_disassoc_destroy = (const bool *)private_sym(lib, "verbs_allow_disassociate_destroy", abi->pabi);
 	{
 		char sym[48];
 		snprintf(sym, sizeof(sym), "verbs_register_driver_%u", abi->pabi);

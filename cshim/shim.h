@@ -106,6 +106,8 @@ struct usb4_abi {
 	void (*uninit_context)(void *vctx);
 	void (*set_ops)(void *vctx, const void *ops);
 	void (*register_driver)(const struct usb4_device_ops *ops);
+	// libibverbs' verbs_allow_disassociate_destroy; NULL if not exported.
+	const bool *allow_disassoc_destroy;
 };
 
 // The probe results; valid after the constructor ran.

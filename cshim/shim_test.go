@@ -478,7 +478,8 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 // C parts under AddressSanitizer (gostub.c for Go; every destroy reports one
 // event of each kind): destroy_cq, destroy_qp and destroy_srq must block
 // until the application acknowledged those events, as libibverbs' own
-// ibv_cmd_destroy_* do, and then succeed.
+// ibv_cmd_destroy_* do, and then succeed; a disassociated device's EIO is
+// success only when the application set RDMAV_ALLOW_DISASSOC_DESTROY.
 func TestDestroyWaitsForAcknowledgedEvents(t *testing.T) {
 	h := setupHost(t)
 	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
@@ -494,25 +495,42 @@ func TestDestroyWaitsForAcknowledgedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1",
+	base := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1",
 		"USB4_STUB_EVENTS=1", "ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
-	_, r := listDevices(t, h, shim, prog, env, "usb4_rdma7")
-	if strings.Contains(r.stderr, "Sanitizer") {
-		t.Fatalf("sanitizer report:\n%s", r.stderr)
+	waits := func(obj string) []string {
+		w := []string{obj + " before_acks blocked"}
+		if obj == "cq" {
+			w = append(w, "cq after_comp_ack blocked") // the async event is still unacknowledged
+		}
+		return append(w, obj+" destroy 0")
 	}
-	want := []string{
-		"qp before_acks blocked",
-		"qp destroy 0",
-		"srq before_acks blocked",
-		"srq destroy 0",
-		"cq before_acks blocked",
-		"cq after_comp_ack blocked", // the async event is still unacknowledged
-		"cq destroy 0",
-		"dealloc_pd 0",
-		"close 0",
+	tail := []string{"dealloc_pd 0", "close 0"}
+	var normal, eio, disassoc []string
+	for _, obj := range []string{"qp", "srq", "cq"} {
+		normal = append(normal, waits(obj)...)
+		// A disassociated device's EIO comes back unless the application
+		// opted in; the object stays usable and is destroyed later.
+		eio = append(append(eio, obj+" before_acks returned", obj+" destroy EIO"), waits(obj)...)
+		// Opted in: success at once, no events to wait for.
+		disassoc = append(disassoc, obj+" before_acks returned", obj+" destroy 0")
 	}
-	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
-		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
+	for _, c := range []struct {
+		mode string
+		env  []string
+		want []string
+	}{
+		{"normal", nil, normal},
+		{"eio", nil, eio},
+		{"disassoc", []string{"RDMAV_ALLOW_DISASSOC_DESTROY=1", "USB4_STUB_DESTROY_EIO=1"}, disassoc},
+	} {
+		_, r := listDevices(t, h, shim, prog, append(c.env, base...), "usb4_rdma7", c.mode)
+		if strings.Contains(r.stderr, "Sanitizer") {
+			t.Fatalf("%s: sanitizer report:\n%s", c.mode, r.stderr)
+		}
+		want := append(c.want, tail...)
+		if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
+			t.Errorf("%s: got:\n%s\nwant:\n%s\nstderr:\n%s", c.mode, r.stdout, strings.Join(want, "\n"), r.stderr)
+		}
 	}
 }
 

@@ -5,10 +5,13 @@
 // reports one event of each kind the object has. A destroy thread is started,
 // and after each acknowledgement but the last the program prints whether the
 // destroy is still blocked; then it prints the destroy's return value.
+//
+//   events DEVICE [normal|eio|disassoc]
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -63,25 +66,45 @@ static void ack_async(enum ibv_event_type type, void *obj)
 	ibv_ack_async_event(&ev);
 }
 
+// Destroys obj on a thread and reports whether the destroy blocked. Only a
+// blocked destroy gets the acknowledgements (acking a freed object would be a
+// use after free).
 static int run(const char *name, int kind, void *obj)
 {
 	struct destroyer d = {.kind = kind, .obj = obj};
 	pthread_t t;
 	if (pthread_create(&t, NULL, destroy_thread, &d) != 0)
 		return 1;
-	if (kind == KIND_CQ) {
-		printf("%s before_acks %s\n", name, blocked(&d));
-		ibv_ack_cq_events(obj, 1);
-		printf("%s after_comp_ack %s\n", name, blocked(&d));
-		ack_async(IBV_EVENT_CQ_ERR, obj);
-	} else {
-		printf("%s before_acks %s\n", name, blocked(&d));
-		ack_async(kind == KIND_QP ? IBV_EVENT_QP_FATAL : IBV_EVENT_SRQ_ERR, obj);
+	const char *state = blocked(&d);
+	printf("%s before_acks %s\n", name, state);
+	if (strcmp(state, "blocked") == 0) {
+		if (kind == KIND_CQ) {
+			ibv_ack_cq_events(obj, 1);
+			printf("%s after_comp_ack %s\n", name, blocked(&d));
+			ack_async(IBV_EVENT_CQ_ERR, obj);
+		} else {
+			ack_async(kind == KIND_QP ? IBV_EVENT_QP_FATAL : IBV_EVENT_SRQ_ERR, obj);
+		}
 	}
 	pthread_join(t, NULL);
-	printf("%s destroy %d\n", name, d.rc);
+	printf("%s destroy %s\n", name, d.rc ? strerrorname_np(d.rc) : "0");
 	fflush(stdout);
 	return 0;
+}
+
+// With "eio" the stub's destroys fail with EIO (a disassociated device) and
+// the application did not opt in: the error comes back and the object stays
+// usable, so after the stub recovers it is destroyed normally. With
+// "disassoc" the application opted in (RDMAV_ALLOW_DISASSOC_DESTROY=1): the
+// destroy succeeds at once, with no events to wait for.
+static int run_mode(const char *mode, const char *name, int kind, void *obj)
+{
+	if (strcmp(mode, "eio") == 0) {
+		setenv("USB4_STUB_DESTROY_EIO", "1", 1);
+		run(name, kind, obj);
+		unsetenv("USB4_STUB_DESTROY_EIO");
+	}
+	return run(name, kind, obj);
 }
 
 int main(int argc, char **argv)
@@ -108,7 +131,8 @@ int main(int argc, char **argv)
 		printf("setup failed: %m\n");
 		return 1;
 	}
-	if (run("qp", KIND_QP, qp) || run("srq", KIND_SRQ, srq) || run("cq", KIND_CQ, cq))
+	const char *mode = argc > 2 ? argv[2] : "normal";
+	if (run_mode(mode, "qp", KIND_QP, qp) || run_mode(mode, "srq", KIND_SRQ, srq) || run_mode(mode, "cq", KIND_CQ, cq))
 		return 1;
 	printf("dealloc_pd %d\n", ibv_dealloc_pd(pd));
 	printf("close %d\n", ibv_close_device(ctx));

@@ -116,10 +116,19 @@ static int stub_obj(struct usb4_obj_info *out, uint32_t num)
 	return 0;
 }
 
+// USB4_STUB_DESTROY_EIO=1 plays a disassociated device: destroys fail with
+// EIO. Go then keeps the entry until the context closes; the stub frees it
+// at once when the application opted in to such destroys succeeding
+// (RDMAV_ALLOW_DISASSOC_DESTROY), since C will not destroy it again.
 static int stub_destroy(uintptr_t h, struct usb4_event_counts *ev, bool comp)
 {
 	if (!getenv("USB4_STUB_OBJ_OK") || !h)
 		return EBADF;
+	if (getenv("USB4_STUB_DESTROY_EIO")) {
+		if (getenv("RDMAV_ALLOW_DISASSOC_DESTROY"))
+			free((void *)h);
+		return EIO;
+	}
 	free((void *)h);
 	ev->comp = comp ? stub_events() : 0;
 	ev->async = stub_events();

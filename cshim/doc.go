@@ -17,8 +17,9 @@
 // USB4VERBS_CLAIM_RXE=1 or "claim_rxe yes" in /etc/usb4verbs/usb4_rdma.conf
 // (USB4VERBS_CONF overrides the path).
 //
-// Contexts (context.c) are allocated by libibverbs at its own size; ops are
-// installed by slot index of the running layout from the generated
+// Contexts (context.c) are allocated by libibverbs at its own size, on its
+// own command fd, on which provider.OpenFD then creates the kernel ucontext;
+// ops are installed by slot index of the running layout from the generated
 // zopslayout.h. Control ops (verbs.c, objects.c) call the Go exports in
 // control.go and objects.go, which wrap usb4verbs/provider and create the
 // data-path objects of usb4verbs/provider/dataplane; Go objects are reached
@@ -28,6 +29,10 @@
 // post_srq_recv, poll_cq, req_notify_cq) are C trampolines into the engine
 // and never enter Go. The kernel user_handle of each CQ, QP and SRQ is the
 // C object's address, so libibverbs maps completion and async events back.
+// CQs are bound to the completion channel libibverbs created
+// (provider.CompChannelFromFD). destroy_cq/qp/srq wait, in C, until the
+// application acknowledged every event the kernel reported for the object
+// (provider's DestroyWithEvents), as libibverbs' ibv_cmd_destroy_* do.
 //
 // fork.c: in a fork() child (marked by a pthread_atfork handler) every op
 // that would enter Go fails with ENOSYS and one log line; a context open

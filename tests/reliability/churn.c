@@ -42,6 +42,14 @@ static long count_fds(char *desc, size_t len)
 	return n;
 }
 
+static long occurrences(const char *s, const char *what)
+{
+	long n = 0;
+	for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
+		n++;
+	return n;
+}
+
 static long rss_kib(void)
 {
 	FILE *f = fopen("/proc/self/status", "r");
@@ -196,8 +204,18 @@ int main(void)
 		rel_pass("cycles", t0, "%ld cycles of open/PD/MR/CQ/QP/destroy on %s, %.2f ms a cycle", cycles, name,
 			 1e3 * dt / (double)(cycles ? cycles : 1));
 	}
-	rel_check(fd0 >= 0 && fd1 == fd0, "fds", t0, "open fds %ld after warm-up [%s], %ld at the end [%s]", fd0,
-		  fdbase, fd1, fdend);
+	// The Go runtime opens its netpoller (an epoll fd and a wake-up eventfd)
+	// once per process, on its first timer; that may happen after the
+	// warm-up (it did, in the run recorded in FINDINGS.md F4). One of each,
+	// appearing once, is not a leak; anything else is.
+	long poller = 0;
+	if (occurrences(fdend, "anon_inode:[eventpoll]") == occurrences(fdbase, "anon_inode:[eventpoll]") + 1)
+		poller++;
+	if (occurrences(fdend, "anon_inode:[eventfd]") == occurrences(fdbase, "anon_inode:[eventfd]") + 1)
+		poller++;
+	rel_check(fd0 >= 0 && fd1 - poller == fd0, "fds", t0,
+		  "open fds %ld after warm-up [%s], %ld at the end [%s]%s", fd0, fdbase, fd1, fdend,
+		  poller ? "; the Go runtime's netpoller fds opened once, not counted" : "");
 	rel_check(rss0 > 0 && rss1 - rss0 <= tol && rss1 - rssmid <= half_tol, "rss", t0,
 		  "VmRSS %ld KiB after %ld warm-up cycles, %ld KiB half way, %ld KiB at the end (+%ld, tolerance %ld "
 		  "KiB; second half +%ld, tolerance %ld KiB)",

@@ -83,6 +83,14 @@ prog concurrency 300 "$BIN/concurrency"
 prog concurrency_tsan 300 env REL_PROG=concurrency_tsan \
   TSAN_OPTIONS="halt_on_error=0 exitcode=0 report_signal_unsafe=0" "$BIN/concurrency.tsan"
 sanitizer concurrency_tsan
+# The canary: a deliberate race, which ThreadSanitizer must report with the provider loaded.
+timeout 120 env CONC_CANARY=1 TSAN_OPTIONS="halt_on_error=0 exitcode=0" "$BIN/concurrency.tsan" \
+  > "$W/canary.out" 2> "$W/canary.err"
+if grep -q 'WARNING: ThreadSanitizer: data race' "$W/canary.err" && grep -q 'device open ok' "$W/canary.out"; then
+  pass concurrency_tsan/canary "ThreadSanitizer reported the deliberate race with the provider loaded"
+else
+  fail concurrency_tsan/canary "no ThreadSanitizer report for the deliberate race: $(cat "$W/canary.out") $(tail -n 3 "$W/canary.err")"
+fi
 
 # Go's race detector on the provider's Go side: the same program through a -race
 # build of libusb4_rdma.so (ours only), swapped in for this one run.

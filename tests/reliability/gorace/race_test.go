@@ -92,7 +92,7 @@ func TestVMConcurrentControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rounds := 20
+	rounds := 50
 	if s := os.Getenv("GORACE_ROUNDS"); s != "" {
 		rounds, _ = strconv.Atoi(s)
 	}

@@ -242,11 +242,12 @@ procstat() {
     show_errors cli "$WORK/cli.log"
     return
   fi
+  # VmHWM is the kernel's own peak; it is missing when the last sample raced the exit.
   echo "$pre metric=client_rss_kb value=$crss"
-  echo "$pre metric=client_hwm_kb value=$chwm"
+  [ -n "$chwm" ] && [ "$chwm" != 0 ] && echo "$pre metric=client_hwm_kb value=$chwm"
   echo "$pre metric=client_threads value=$cthr"
   echo "$pre metric=server_rss_kb value=$srss"
-  echo "$pre metric=server_hwm_kb value=$shwm"
+  [ -n "$shwm" ] && [ "$shwm" != 0 ] && echo "$pre metric=server_hwm_kb value=$shwm"
   echo "$pre metric=server_threads value=$sthr"
 }
 

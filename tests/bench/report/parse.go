@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -51,6 +52,7 @@ type Run struct {
 	HostLoad1 []float64           // host load average samples taken during the boot
 	Harness   []string            // the VM harness's own "--- FAIL" lines
 	Malformed []string            // @@BENCH lines that could not be read
+	Invalid   []Sample            // samples whose value was inf, nan or a zero throughput
 }
 
 // Parse reads one results file. Lines it cannot read are collected in
@@ -94,6 +96,10 @@ func Parse(r io.Reader) (*Run, error) {
 		switch tag {
 		case "@@BENCH":
 			s, err := sampleOf(fields)
+			if errors.Is(err, errInvalidValue) {
+				run.Invalid = append(run.Invalid, s)
+				continue
+			}
 			if err != nil {
 				run.Malformed = append(run.Malformed, line)
 				continue
@@ -186,12 +192,20 @@ func sampleOf(f map[string]string) (Sample, error) {
 		*it.dst = n
 	}
 	v, err := strconv.ParseFloat(f["value"], 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+	if err == nil && (math.IsNaN(v) || math.IsInf(v, 0) || (v == 0 && !LowerBetter(s.Key.Metric))) {
+		return s, errInvalidValue
+	}
+	if err != nil {
 		return s, fmt.Errorf("value %q", f["value"])
 	}
 	s.Value = v
 	return s, nil
 }
+
+// errInvalidValue marks a sample whose tool printed inf, nan or a throughput
+// of 0: perftest does when its cycle-counter clock goes wrong (the guest's TSC
+// is unreliable under TCG). Such a run measured nothing.
+var errInvalidValue = errors.New("tool printed inf, nan or zero throughput")
 
 // InfoValue is the value of key in the first @@BENCHINFO line that has it.
 func (r *Run) InfoValue(key string) string {

@@ -82,16 +82,16 @@ func TestParseRejects(t *testing.T) {
 		"@@BENCH side=theirs tool=t size=2 rep=1 metric=m value=1",   // bad side
 		"@@BENCH side=ours tool=t size=-2 rep=1 metric=m value=1",    // negative size
 		"@@BENCH side=ours tool=t rep=1 metric=m value=1",            // no size
-		"@@BENCH side=ours tool=t size=2 rep=1 metric=m value=NaN",   // NaN
-		"@@BENCH side=ours tool=t size=2 rep=1 metric=m value=+Inf",  // Inf
+		"@@BENCH side=ours tool=t size=2 rep=1 metric=m value=NaN",   // invalid: NaN
+		"@@BENCH side=ours tool=t size=2 rep=1 metric=m value=+Inf",  // invalid: Inf
 		"@@BENCH side=ours size=2 rep=1 metric=m value=1",            // no tool
 		"@@BENCHWHAT side=ours tool=t size=2 rep=1 metric=m value=1", // unknown tag
 	}, "\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Samples) != 1 || len(r.Malformed) != 7 {
-		t.Errorf("%d samples, %d malformed; want 1 and 7", len(r.Samples), len(r.Malformed))
+	if len(r.Samples) != 1 || len(r.Malformed) != 5 || len(r.Invalid) != 2 {
+		t.Errorf("%d samples, %d malformed, %d invalid; want 1, 5 and 2 (NaN, Inf)", len(r.Samples), len(r.Malformed), len(r.Invalid))
 	}
 	if s := r.Samples[0]; s.Key.QPs != 1 || s.Key.PL != 1 {
 		t.Errorf("defaults: qps %d pl %d, want 1 and 1", s.Key.QPs, s.Key.PL)
@@ -101,6 +101,50 @@ func TestParseRejects(t *testing.T) {
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("boom") }
+
+func TestInvalidSamplesReported(t *testing.T) {
+	r, err := Parse(strings.NewReader(
+		"@@BENCH mode=ab side=ours loaded=usb4_rdma+rxe tool=ib_write_lat size=2 rep=1 metric=t_typical_us value=inf\n" +
+			"@@BENCH mode=ab side=librxe loaded=rxe tool=ib_write_lat size=2 rep=1 metric=t_typical_us value=10\n" +
+			"@@BENCH mode=ab side=librxe loaded=rxe tool=ib_write_bw size=2 rep=1 metric=bw_avg_mbps value=0.00\n" +
+			"@@BENCH mode=ab side=librxe loaded=rxe tool=micro size=8 rep=1 metric=poll_empty_ns value=0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Samples) != 2 || len(r.Invalid) != 2 {
+		t.Errorf("%d samples, %d invalid; want 2 and 2 (a zero cost is a value, a zero bandwidth is not)", len(r.Samples), len(r.Invalid))
+	}
+	var b bytes.Buffer
+	if err := WriteDoc(&b, Doc{AB: r}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "2 sample(s) discarded because perftest printed inf") {
+		t.Errorf("inf samples are not reported:\n%s", b.String())
+	}
+}
+
+func TestBestRatio(t *testing.T) {
+	r, err := Parse(strings.NewReader(strings.Join([]string{
+		"@@BENCH side=ours tool=ib_write_bw size=64 rep=1 metric=bw_avg_mbps value=4",
+		"@@BENCH side=ours tool=ib_write_bw size=64 rep=2 metric=bw_avg_mbps value=1",
+		"@@BENCH side=librxe tool=ib_write_bw size=64 rep=1 metric=bw_avg_mbps value=2",
+		"@@BENCH side=librxe tool=ib_write_bw size=64 rep=2 metric=bw_avg_mbps value=2",
+		"@@BENCH side=ours tool=ib_write_lat size=2 rep=1 metric=t_typical_us value=30",
+		"@@BENCH side=ours tool=ib_write_lat size=2 rep=2 metric=t_typical_us value=10",
+		"@@BENCH side=librxe tool=ib_write_lat size=2 rep=1 metric=t_typical_us value=20",
+		"@@BENCH side=librxe tool=ib_write_lat size=2 rep=2 metric=t_typical_us value=20",
+	}, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := Compare(r)
+	bw, _ := findRow(rows, "ib_write_bw", 64, 1, "bw_avg_mbps")
+	lat, _ := findRow(rows, "ib_write_lat", 2, 1, "t_typical_us")
+	// Bandwidth: best = maximum (4/2); latency: best = minimum (10/20).
+	if !near(bw.BestRatio, 2) || !near(lat.BestRatio, 0.5) {
+		t.Errorf("best-run ratios: bandwidth %v (want 2), latency %v (want 0.5)", bw.BestRatio, lat.BestRatio)
+	}
+}
 
 func TestSummarize(t *testing.T) {
 	s := Summarize([]float64{4, 1, 3, 2})
@@ -203,7 +247,8 @@ func TestWriteDocAB(t *testing.T) {
 	doc := b.String()
 	for _, want := range []string{
 		"## Result (A/B): libusb4_rdma / librxe",
-		"| 2 B | 12.0 (10.0–50.0) | 5 | 10.0 (10.0–10.0) | 5 | 1.20 |",
+		"| 2 B | 12.0 (10.0–50.0) | 5 | 10.0 (10.0–10.0) | 5 | 1.20 | 1.00 |",
+		"best run against best run, 0 of 1 still miss",
 		"**missed** by 20.0 %",
 		"**missed** by 9616 KiB",
 		"| ours | libusb4_rdma | usb4_rdma+rxe ×",

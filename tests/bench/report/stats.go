@@ -45,6 +45,16 @@ type Row struct {
 	// Ratio is Ours.Median / Base.Median, NaN when either side lacks data or
 	// the baseline median is 0.
 	Ratio float64
+	// BestRatio compares the best run of each side: the minimums for a cost,
+	// the maximums for a throughput. Noise under emulation only ever makes a
+	// run slower, so the best runs are the steadier comparison; NaN like Ratio.
+	BestRatio float64
+}
+
+// LowerBetter says whether a smaller value of metric is better (times,
+// memory, threads) rather than larger (bandwidth, message rate).
+func LowerBetter(metric string) bool {
+	return metric != "bw_avg_mbps" && metric != "msgrate_mpps"
 }
 
 // Both says whether both sides have data.
@@ -67,9 +77,16 @@ func Compare(run *Run) []Row {
 	rows := make([]Row, 0, len(keys))
 	for k := range keys {
 		r := Row{Key: k, Ours: Summarize(vals[sideKey{k, SideOurs}]), Base: Summarize(vals[sideKey{k, SideLibrxe}])}
-		r.Ratio = math.NaN()
+		r.Ratio, r.BestRatio = math.NaN(), math.NaN()
 		if r.Both() && r.Base.Median != 0 {
 			r.Ratio = r.Ours.Median / r.Base.Median
+		}
+		if r.Both() {
+			if LowerBetter(k.Metric) && r.Base.Min != 0 {
+				r.BestRatio = r.Ours.Min / r.Base.Min
+			} else if !LowerBetter(k.Metric) && r.Base.Max != 0 {
+				r.BestRatio = r.Ours.Max / r.Base.Max
+			}
 		}
 		rows = append(rows, r)
 	}
@@ -103,13 +120,19 @@ func Select(rows []Row, keep func(Key) bool) []Row {
 	return out
 }
 
+// MedianRatio selects Row.Ratio for GeoMeanRatio and NoiseBand.
+func MedianRatio(r Row) float64 { return r.Ratio }
+
+// BestRunRatio selects Row.BestRatio.
+func BestRunRatio(r Row) float64 { return r.BestRatio }
+
 // GeoMeanRatio is the geometric mean of the finite ratios of rows, and how
 // many there were; NaN when there are none.
-func GeoMeanRatio(rows []Row) (float64, int) {
+func GeoMeanRatio(rows []Row, ratio func(Row) float64) (float64, int) {
 	sum, n := 0.0, 0
 	for _, r := range rows {
-		if r.Ratio > 0 && !math.IsInf(r.Ratio, 0) {
-			sum += math.Log(r.Ratio)
+		if v := ratio(r); v > 0 && !math.IsInf(v, 0) {
+			sum += math.Log(v)
 			n++
 		}
 	}
@@ -121,13 +144,13 @@ func GeoMeanRatio(rows []Row) (float64, int) {
 
 // NoiseBand is the largest |ratio - 1| among rows: in an A/A run, how far
 // from 1.00 noise alone moved a ratio.
-func NoiseBand(rows []Row) float64 {
+func NoiseBand(rows []Row, ratio func(Row) float64) float64 {
 	band := math.NaN()
 	for _, r := range rows {
-		if math.IsNaN(r.Ratio) {
+		if math.IsNaN(ratio(r)) {
 			continue
 		}
-		d := math.Abs(r.Ratio - 1)
+		d := math.Abs(ratio(r) - 1)
 		if math.IsNaN(band) || d > band {
 			band = d
 		}

@@ -137,6 +137,11 @@ func PlotSVG(title, yLabel string, series []Series) string {
 		}
 		ly := marginT + 10 + i*legendLineH
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke-width="2"%s/>`+"\n", legendX, ly, legendX+30, ly, dash)
+		if s.Square {
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="7" height="7"/>`+"\n", legendX+15-3.5, float64(ly)-3.5)
+		} else {
+			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="3.5"/>`+"\n", legendX+15, ly)
+		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" stroke="none" fill="black" dominant-baseline="middle">%s</text>`+"\n",
 			legendX+38, ly, html.EscapeString(s.Name))
 		b.WriteString("</g>\n")

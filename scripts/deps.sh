@@ -16,6 +16,8 @@ done
 [[ -f /usr/include/rdma/ib_user_verbs.h ]] || need+=(linux-libc-dev)
 # The real Debian 12 libibverbs: cshim's host tests load our provider into it.
 [[ -e /usr/lib/x86_64-linux-gnu/libibverbs.so.1 ]] || need+=(libibverbs1)
+# Its headers: the C test programs (cshim contracts, reliability, microbenchmarks) compile against them.
+[[ -e /usr/include/infiniband/verbs.h ]] || need+=(libibverbs-dev)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 if ((${#need[@]})); then
   echo "deps: apt-get install ${need[*]}" >&2

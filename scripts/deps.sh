@@ -19,6 +19,8 @@ done
 # Its headers: the C test programs (cshim contracts, reliability, microbenchmarks) compile against them.
 [[ -e /usr/include/infiniband/verbs.h ]] || need+=(libibverbs-dev)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+# Reading back the .rpm the packaging tests build.
+command -v rpm2cpio >/dev/null 2>&1 || need+=(rpm)
 if ((${#need[@]})); then
   echo "deps: apt-get install ${need[*]}" >&2
   if [[ ! -e $CACHE/apt-updated ]]; then

@@ -203,7 +203,12 @@ check_devices() {
 check_devinfo() {
   a=$(grep -c '[[:space:]]state:[[:space:]]*PORT_ACTIVE' "$1")
   grep -q "hca_id:[[:space:]]*$DEV0\$" "$1" && grep -q "hca_id:[[:space:]]*$DEV1\$" "$1" && [ "$a" -ge 2 ] \
-    && { echo "$DEV0 and $DEV1, $a ports PORT_ACTIVE, $(grep -c 'GID\[' "$1") GIDs shown"; return 0; }
+    && {
+      g=$(grep -c 'GID\[' "$1")
+      if [ "$g" -gt 0 ]; then g=", $g GIDs shown"; else g=; fi
+      echo "$DEV0 and $DEV1, $a ports PORT_ACTIVE$g"
+      return 0
+    }
   echo "$DEV0/$DEV1 not both shown with an active port"; return 1
 }
 check_pingpong() {

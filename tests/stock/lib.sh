@@ -32,6 +32,7 @@ stock_check_provider() {
 # that lets it claim rxe devices (cshim/README.md: /etc/usb4verbs/usb4_rdma.conf).
 stock_overlay() {
   local dir=$1 so=$2 p
+  # shellcheck disable=SC2016 # literal backquotes
   [[ -f $so ]] || { printf 'no provider at %s: run `make build` first\n' "$so" >&2; return 1; }
   mkdir -p "$dir/$STOCK_PROVDIR" "$dir/etc/libibverbs.d" "$dir/etc/usb4verbs"
   install -m644 "$so" "$dir/$STOCK_PROVDIR/libusb4_rdma.so"

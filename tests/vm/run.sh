@@ -6,6 +6,10 @@
 # Progress goes to stderr as "[vm] ..." lines. Knobs and debugging: tests/vm/README.md.
 set -euo pipefail
 
+# The body is one function, called on the last line: bash then parses the whole file
+# before running any of it, so editing the script during a run cannot break that run.
+main() {
+
 VMDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$VMDIR/../.." && pwd)
 for f in common fetch kernel userland image boot; do
@@ -68,3 +72,6 @@ find "$BUILDDIR" -maxdepth 1 -name 'serial-*-*.log' -type f -printf '%T@ %p\n' 2
 vm_boot
 log "done in $(elapsed "$T0") s; serial log $SERIAL_LOG"
 ((FAILURES == 0))
+}
+
+main "$@"

@@ -18,7 +18,6 @@ W=/tmp/rel/faults
 mkdir -p $W
 FAILED=0
 
-now_cs() { awk '{ split($1, a, "."); print a[1] * 100 + a[2] }' /proc/uptime; }
 result() { # STATUS NAME NOTE
   echo "--- $1: rel/faults/$2 (0.00s)"
   [ -n "$3" ] && echo "    $3"

@@ -6,7 +6,7 @@
 # program that printed no result becomes a FAIL line of its own, and sanitizer reports
 # (ThreadSanitizer, Go's race detector) become FAIL lines too. faults.sh runs last: it
 # deletes rxe0.
-# shellcheck disable=SC1091
+# shellcheck disable=SC1091,SC2012
 PROVIDER=ours CHURN_CYCLES=10000
 [ -r /opt/usb4verbs/rel.conf ] && . /opt/usb4verbs/rel.conf
 export REL_PROVIDER=$PROVIDER CHURN_CYCLES

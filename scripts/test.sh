@@ -47,6 +47,9 @@ if [[ ${SKIP_VM:-0} != 1 ]]; then
   stage "provider contracts through the stock libibverbs: ECE, port speed, events (VM)"
   for u in bookworm sid; do cshim/vmtest.sh "$u"; done 2>&1 | tee "$LOGS/cshim-vm.log" | grep -E '^---'
 
+  stage "reliability suite: bad input, churn, concurrency + sanitizers, fork, faults (VM)"
+  tests/reliability/run.sh 2>&1 | tee "$LOGS/reliability.log" | grep -E '^(---|\s+--- FAIL|\[rel\])'
+
   stage "packages installed into Debian 12, 13 and unstable userlands (VM)"
   packaging/vmtest.sh 2>&1 | tee "$LOGS/packages-vm.log" | grep -E '^(---|\[vm\] done)'
 fi

@@ -24,9 +24,10 @@ CAND_ENV=${CAND_ENV:-}
 # Stop starting new cases after this many seconds, so the boot ends inside the
 # harness's timeout with the results so far (the report flags a truncated run).
 DEADLINE_S=${BENCH_DEADLINE_S:-1440}
-LAT_TOOLS=${BENCH_LAT_TOOLS:-ib_write_lat ib_send_lat ib_read_lat}
-BW_TOOLS=${BENCH_BW_TOOLS:-ib_write_bw ib_send_bw ib_read_bw}
-RATE_TOOLS=${BENCH_RATE_TOOLS:-ib_write_bw ib_send_bw ib_read_bw}
+# An empty tool list (set but empty) runs none of that kind.
+LAT_TOOLS=${BENCH_LAT_TOOLS-ib_write_lat ib_send_lat ib_read_lat}
+BW_TOOLS=${BENCH_BW_TOOLS-ib_write_bw ib_send_bw ib_read_bw}
+RATE_TOOLS=${BENCH_RATE_TOOLS-ib_write_bw ib_send_bw ib_read_bw}
 LAT_SIZES=${BENCH_LAT_SIZES:-2 32 512 8192 65536}
 BW_SIZES=${BENCH_BW_SIZES:-64 1024 16384 1048576}
 BW_QPS=${BENCH_BW_QPS:-1 4}

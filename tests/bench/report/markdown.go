@@ -53,6 +53,9 @@ func WriteDoc(w io.Writer, d Doc) error {
 		p("so every ratio should come out 1.00 ± noise; how far they stray is the noise floor of the\n")
 		p("method on this machine. No A/B run (our provider against librxe) is recorded yet.\n\n")
 	}
+	if strings.TrimSpace(d.Notes) != "" {
+		p("## Summary and analysis\n\n%s\n", strings.TrimSpace(d.Notes))
+	}
 	writeMethod(p)
 
 	var noise map[string]band
@@ -75,9 +78,6 @@ func WriteDoc(w io.Writer, d Doc) error {
 	}
 	p("## Host micro-benchmarks (Go, provider/dataplane)\n\n")
 	writeHost(p, d.Host)
-	if strings.TrimSpace(d.Notes) != "" {
-		p("## Analysis\n\n%s\n", strings.TrimSpace(d.Notes))
-	}
 	return bw.Flush()
 }
 
@@ -192,18 +192,18 @@ func why(run *Run, t *Target, noise map[string]band) string {
 		return "A/A: both sides are librxe"
 	}
 	if t.Status == NoData {
-		return "our provider produced no result here (see Failures); see Analysis"
+		return "our provider produced no result here (see Failures); see the analysis"
 	}
 	if t.Status != Missed {
 		return ""
 	}
 	if t.Diff {
-		return "a fixed cost of the provider, not noise; see Analysis"
+		return "a fixed cost of the provider, not noise; see the analysis"
 	}
 	best := bestRunNote(t)
 	nb, ok := noise[classOf(t)]
 	if !ok || math.IsNaN(nb.median) {
-		return "no A/A run to tell noise from effect" + best + "; see Analysis"
+		return "no A/A run to tell noise from effect" + best + "; see the analysis"
 	}
 	if t.Excess <= nb.median {
 		return fmt.Sprintf("worst miss is inside the A/A noise band of this class (±%.0f %%): not distinguishable from noise%s", 100*nb.median, best)
@@ -214,7 +214,7 @@ func why(run *Run, t *Target, noise map[string]band) string {
 			inBand++
 		}
 	}
-	return fmt.Sprintf("%d of %d misses exceed the A/A noise band (±%.0f %%)%s; see Analysis", len(t.Failing)-inBand, len(t.Failing), 100*nb.median, best)
+	return fmt.Sprintf("%d of %d misses exceed the A/A noise band (±%.0f %%)%s; see the analysis", len(t.Failing)-inBand, len(t.Failing), 100*nb.median, best)
 }
 
 // bestRunNote says how many of a ratio target's misses persist when the

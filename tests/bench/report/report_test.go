@@ -255,7 +255,7 @@ func TestWriteDocAB(t *testing.T) {
 		"stopped early",
 		"`cli: Couldn't post send: qp 0 scnt=0 \\| errno 95`",
 		"no A/A run to tell noise from effect",
-		"## Analysis\n\nHand-written analysis.",
+		"## Summary and analysis\n\nHand-written analysis.",
 		"median 4.00, min 3.50, max 4.50",
 	} {
 		if !strings.Contains(doc, want) {

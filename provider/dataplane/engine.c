@@ -113,11 +113,11 @@ int usb4v_uverbs_ioctl(const struct usb4v_sys *sys, int fd, uint32_t driver_id,
 int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 		    struct usb4v_ibv_send_wr **bad_wr)
 {
-	if (!qp || !bad_wr)
+	/* An empty list is EINVAL, as rdma-core's rxe provider answers it
+	 * (rdma-core:providers/rxe/rxe.c rxe_post_send checks !wr_list). */
+	if (!qp || !bad_wr || !wr)
 		return EINVAL;
 	*bad_wr = NULL;
-	if (!wr)
-		return 0;
 	switch (qp->send_backend) {
 	case USB4V_BACKEND_RXE:
 		return usb4v_rxe_post_send(qp, wr, bad_wr);
@@ -134,11 +134,9 @@ int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
 		    struct usb4v_ibv_recv_wr **bad_wr)
 {
-	if (!qp || !bad_wr)
+	if (!qp || !bad_wr || !wr) /* as post_send: rxe rejects an empty list */
 		return EINVAL;
 	*bad_wr = NULL;
-	if (!wr)
-		return 0;
 	if (qp->srq) {
 		/* A QP attached to an SRQ has no receive queue of its own. */
 		*bad_wr = wr;
@@ -168,11 +166,9 @@ int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
 int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
 			struct usb4v_ibv_recv_wr **bad_wr)
 {
-	if (!srq || !bad_wr)
+	if (!srq || !bad_wr || !wr) /* as post_send: rxe rejects an empty list */
 		return EINVAL;
 	*bad_wr = NULL;
-	if (!wr)
-		return 0;
 	int rc;
 	switch (srq->backend) {
 	case USB4V_BACKEND_RXE:
@@ -205,10 +201,12 @@ static int poll_backend(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 
 int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 {
-	if (!cq || ne < 0 || (ne > 0 && !wc))
-		return -EINVAL;
-	if (ne == 0)
+	/* ne <= 0 polls nothing and reports 0, as rxe and mlx5 do: callers
+	 * (perftest, NCCL, UCX) treat any negative return as a dead CQ. */
+	if (ne <= 0)
 		return 0;
+	if (!cq || !wc)
+		return -EINVAL;
 	pthread_spin_lock(&cq->lock);
 	int n = 0;
 	if (cq->error) {

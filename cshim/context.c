@@ -5,6 +5,7 @@
 // running layout.
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,11 @@ struct usb4_ctx {
 	uintptr_t go_handle;
 	enum usb4_kind kind;
 	uint32_t driver_id;
+	// Destroyed CQ/QP/SRQ shells kept so a use after destroy gets an error
+	// instead of reading freed memory (objects.c); oldest first.
+	pthread_mutex_t quarantine_lock;
+	struct usb4_shell *quarantine_head, *quarantine_tail;
+	unsigned quarantine_len;
 };
 
 enum {
@@ -60,6 +66,11 @@ static void usb4_free_context(void *ibv_ctx)
 	// memory and libibverbs' part (the fds are the child's copies).
 	if (uc->go_handle && !usb4_in_fork_child("close_device"))
 		usb4goCloseContext(uc->go_handle);
+	for (struct usb4_shell *s = uc->quarantine_head, *next; s; s = next) {
+		next = s->next;
+		usb4_shell_free(s);
+	}
+	pthread_mutex_destroy(&uc->quarantine_lock);
 	abi->uninit_context(vctx);
 	free(vctx);
 }
@@ -67,6 +78,31 @@ static void usb4_free_context(void *ibv_ctx)
 uintptr_t usb4_ctx_handle(void *ibv_ctx)
 {
 	return usb4_ctx_of_ibv(ibv_ctx)->go_handle;
+}
+
+void usb4_quarantine(void *ibv_ctx, struct usb4_shell *s)
+{
+	if (!ibv_ctx) { // no context to hang it on: nothing better than free
+		usb4_shell_free(s);
+		return;
+	}
+	struct usb4_ctx *uc = usb4_ctx_of_ibv(ibv_ctx);
+	struct usb4_shell *evicted = NULL;
+	s->next = NULL;
+	pthread_mutex_lock(&uc->quarantine_lock);
+	if (uc->quarantine_tail)
+		uc->quarantine_tail->next = s;
+	else
+		uc->quarantine_head = s;
+	uc->quarantine_tail = s;
+	if (++uc->quarantine_len > USB4_QUARANTINE_MAX) {
+		evicted = uc->quarantine_head;
+		uc->quarantine_head = evicted->next;
+		uc->quarantine_len--;
+	}
+	pthread_mutex_unlock(&uc->quarantine_lock);
+	if (evicted)
+		usb4_shell_free(evicted);
 }
 
 static void put_int(char *ibv_ctx, size_t off, int v)
@@ -112,7 +148,7 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 		errno = EPROTO;
 		return NULL;
 	}
-	int err = usb4goOpenContext((char *)name, cmd_fd, &info);
+	int err = usb4goOpenContext((char *)name, cmd_fd, (int)kind, driver_id, usb4_device_node_guid(ibdev), &info);
 	if (err) {
 		fprintf(stderr, USB4_LOG_PREFIX "%s: open context: %s\n", name, strerror(err));
 		abi->uninit_context(vctx); // closes cmd_fd and any async fd
@@ -122,6 +158,7 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 	}
 	struct usb4_ctx *uc = usb4_ctx_of_ibv(ibv_ctx);
 	uc->go_handle = info.handle;
+	pthread_mutex_init(&uc->quarantine_lock, NULL);
 	uc->kind = kind;
 	uc->driver_id = driver_id;
 	// With no async fd, libibverbs allocates one on ctx->cmd_fd itself.

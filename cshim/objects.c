@@ -34,6 +34,7 @@ enum {
 	IBV_COMP_CHANNEL_FD = 8,
 	// struct verbs_cq (union of ibv_cq and ibv_cq_ex)
 	VERBS_CQ_SIZE = 288,
+	IBV_CQ_CONTEXT = 0,
 	IBV_CQ_HANDLE = 24,
 	IBV_CQ_CQE = 28,
 	IBV_CQ_MUTEX = 32,
@@ -57,6 +58,7 @@ enum {
 	VERBS_QP_MAX_SIZE = 376,
 	// struct ibv_srq
 	IBV_SRQ_SIZE = 128,
+	IBV_SRQ_CONTEXT = 0,
 	IBV_SRQ_HANDLE = 24,
 	IBV_SRQ_MUTEX = 32,
 	IBV_SRQ_COND = 72,
@@ -68,8 +70,9 @@ enum {
 // The ibv_cq/ibv_qp/ibv_srq pointer libibverbs hands back is our pointer.
 struct usb4_cq {
 	unsigned char verbs_cq[VERBS_CQ_SIZE];
-	uintptr_t go;
-	struct usb4v_cq *eng;
+	uintptr_t go;         // 0 once destroyed
+	struct usb4v_cq *eng; // NULL once destroyed: data ops then fail
+	struct usb4_shell shell;
 };
 
 struct usb4_qp {
@@ -78,12 +81,14 @@ struct usb4_qp {
 	unsigned char verbs_qp[VERBS_QP_MAX_SIZE];
 	uintptr_t go;
 	struct usb4v_qp *eng;
+	struct usb4_shell shell;
 };
 
 struct usb4_srq {
 	unsigned char ibv_srq[IBV_SRQ_SIZE];
 	uintptr_t go;
 	struct usb4v_srq *eng;
+	struct usb4_shell shell;
 };
 
 // The engine casts ibv_ah * to struct usb4v_ah *, whose first member is the
@@ -178,6 +183,52 @@ static const struct usb4_ack_state srq_acks = {
 	.async_completed = IBV_SRQ_EVENTS_COMPLETED,
 };
 
+// ---- destroyed objects ----
+//
+// A destroyed CQ, QP or SRQ keeps its memory on its context's quarantine
+// (context.c): its Go handle is 0 (a second destroy or any control op gets
+// EBADF from Go's handle table) and its engine pointer NULL, so the data
+// ops below fail as rdma-core's conventions have it: post_* return EINVAL
+// with *bad_wr at the first WR, poll_cq returns -EINVAL, req_notify_cq
+// EINVAL. ibv_*->context stays valid for libibverbs' inlines. A data op that
+// races with the destroy is the application's race, as with any provider.
+
+static void *load_eng(void *const *eng)
+{
+	return __atomic_load_n(eng, __ATOMIC_ACQUIRE);
+}
+
+static void retire(void *ibv_ctx, uintptr_t *go, void **eng, struct usb4_shell *shell,
+		   enum usb4_shell_kind kind)
+{
+	*go = 0;
+	__atomic_store_n(eng, NULL, __ATOMIC_RELEASE);
+	shell->kind = kind;
+	usb4_quarantine(ibv_ctx, shell);
+}
+
+#define SHELL_OWNER(s, type) ((type *)((char *)(s) - offsetof(type, shell)))
+
+void usb4_shell_free(struct usb4_shell *s)
+{
+	switch (s->kind) {
+	case USB4_SHELL_CQ:
+		free(SHELL_OWNER(s, struct usb4_cq));
+		break;
+	case USB4_SHELL_QP: {
+		struct usb4_qp *qp = SHELL_OWNER(s, struct usb4_qp);
+		// We initialised these in create_qp; core never touches them.
+		pthread_cond_destroy((pthread_cond_t *)(qp->verbs_qp + IBV_QP_COND));
+		pthread_mutex_destroy((pthread_mutex_t *)(qp->verbs_qp + IBV_QP_MUTEX));
+		free(qp);
+		break;
+	}
+	case USB4_SHELL_SRQ:
+		free(SHELL_OWNER(s, struct usb4_srq));
+		break;
+	}
+}
+
 // ---- CQ ----
 
 static void *usb4_create_cq(void *ibv_ctx, int cqe, void *channel, int comp_vector)
@@ -221,18 +272,24 @@ static int usb4_destroy_cq(void *ibv_cq)
 	// verbs_init_cq initialised the mutex and cond; core never destroys them.
 	if (out == DESTROYED)
 		wait_events_acked(cq->verbs_cq, &cq_acks, &ev);
-	free(cq);
+	retire(getptr(cq->verbs_cq, IBV_CQ_CONTEXT), &cq->go, (void **)&cq->eng, &cq->shell, USB4_SHELL_CQ);
 	return 0;
 }
 
 static int usb4_poll_cq(void *ibv_cq, int ne, void *wc)
 {
-	return usb4v_poll_cq(((struct usb4_cq *)ibv_cq)->eng, ne, wc);
+	struct usb4v_cq *eng = load_eng((void *const *)&((struct usb4_cq *)ibv_cq)->eng);
+	if (!eng) // destroyed; ne <= 0 stays 0 as for a live CQ
+		return ne <= 0 ? 0 : -EINVAL;
+	return usb4v_poll_cq(eng, ne, wc);
 }
 
 static int usb4_req_notify_cq(void *ibv_cq, int solicited_only)
 {
-	return usb4v_req_notify_cq(((struct usb4_cq *)ibv_cq)->eng, solicited_only);
+	struct usb4v_cq *eng = load_eng((void *const *)&((struct usb4_cq *)ibv_cq)->eng);
+	if (!eng)
+		return EINVAL;
+	return usb4v_req_notify_cq(eng, solicited_only);
 }
 
 // ---- QP ----
@@ -338,20 +395,32 @@ static int usb4_destroy_qp(void *ibv_qp)
 		return err;
 	if (out == DESTROYED)
 		wait_events_acked(qp->verbs_qp, &qp_acks, &ev);
-	pthread_cond_destroy((pthread_cond_t *)(qp->verbs_qp + IBV_QP_COND));
-	pthread_mutex_destroy((pthread_mutex_t *)(qp->verbs_qp + IBV_QP_MUTEX));
-	free(qp);
+	retire(getptr(qp->verbs_qp, IBV_QP_CONTEXT), &qp->go, (void **)&qp->eng, &qp->shell, USB4_SHELL_QP);
 	return 0;
+}
+
+// refuse_post is a post on a destroyed QP or SRQ: EINVAL at the first WR.
+static int refuse_post(void *wr, void **bad)
+{
+	if (bad)
+		*bad = wr;
+	return EINVAL;
 }
 
 static int usb4_post_send(void *ibv_qp, void *wr, void *bad)
 {
-	return usb4v_post_send(((struct usb4_qp *)ibv_qp)->eng, wr, bad);
+	struct usb4v_qp *eng = load_eng((void *const *)&((struct usb4_qp *)ibv_qp)->eng);
+	if (!eng)
+		return refuse_post(wr, bad);
+	return usb4v_post_send(eng, wr, bad);
 }
 
 static int usb4_post_recv(void *ibv_qp, void *wr, void *bad)
 {
-	return usb4v_post_recv(((struct usb4_qp *)ibv_qp)->eng, wr, bad);
+	struct usb4v_qp *eng = load_eng((void *const *)&((struct usb4_qp *)ibv_qp)->eng);
+	if (!eng)
+		return refuse_post(wr, bad);
+	return usb4v_post_recv(eng, wr, bad);
 }
 
 // ---- SRQ ----
@@ -412,13 +481,16 @@ static int usb4_destroy_srq(void *ibv_srq)
 	// core's ibv_create_srq initialised the mutex and cond.
 	if (out == DESTROYED)
 		wait_events_acked(srq->ibv_srq, &srq_acks, &ev);
-	free(srq);
+	retire(getptr(srq->ibv_srq, IBV_SRQ_CONTEXT), &srq->go, (void **)&srq->eng, &srq->shell, USB4_SHELL_SRQ);
 	return 0;
 }
 
 static int usb4_post_srq_recv(void *ibv_srq, void *wr, void *bad)
 {
-	return usb4v_post_srq_recv(((struct usb4_srq *)ibv_srq)->eng, wr, bad);
+	struct usb4v_srq *eng = load_eng((void *const *)&((struct usb4_srq *)ibv_srq)->eng);
+	if (!eng)
+		return refuse_post(wr, bad);
+	return usb4v_post_srq_recv(eng, wr, bad);
 }
 
 // ---- AH ----

@@ -153,11 +153,29 @@ void *usb4_alloc_device(void *sysfs_dev);
 void usb4_uninit_device(void *vdev);
 // Kind and kernel driver id recorded by usb4_alloc_device.
 enum usb4_kind usb4_device_kind(const void *vdev, uint32_t *driver_id);
+// Node GUID (host order) recorded by usb4_alloc_device; 0 when unknown.
+uint64_t usb4_device_node_guid(const void *vdev);
 
 // context.c
 void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data);
 // The Go context handle of an ibv_context of ours.
 uintptr_t usb4_ctx_handle(void *ibv_ctx);
+
+// A destroyed CQ, QP or SRQ whose memory is kept (objects.c): libibverbs'
+// data-op inlines read ibv_cq/ibv_qp/ibv_srq->context before any provider
+// code runs, so a poll or post after destroy would read freed memory. The
+// shell stays valid, marked destroyed, until its context closes or
+// USB4_QUARANTINE_MAX newer shells of the same context push it out.
+enum usb4_shell_kind { USB4_SHELL_CQ = 1, USB4_SHELL_QP, USB4_SHELL_SRQ };
+struct usb4_shell {
+	struct usb4_shell *next;
+	enum usb4_shell_kind kind;
+};
+#define USB4_QUARANTINE_MAX 4096u
+// Appends s to ibv_ctx's quarantine, freeing the oldest shell beyond the bound.
+void usb4_quarantine(void *ibv_ctx, struct usb4_shell *s);
+// Frees a quarantined shell's whole object (objects.c).
+void usb4_shell_free(struct usb4_shell *s);
 
 // verbs.c: control ops, installed by slot index (enum usb4_op).
 void usb4_install_control_ops(void **ops_buf, size_t nslots);
@@ -357,8 +375,11 @@ struct usb4_open_info {
 };
 
 // Implemented in Go (control.go, //export). Return 0 or a positive errno.
-// Creates the kernel ucontext on libibverbs' cmd_fd, which stays libibverbs'.
-int usb4goOpenContext(char *ibdev_name, int cmd_fd, struct usb4_open_info *info);
+// Creates the kernel ucontext on libibverbs' cmd_fd, which stays libibverbs',
+// for the device as libibverbs and match.c identified it (kind, kernel
+// driver id for the ioctl headers, node GUID or 0).
+int usb4goOpenContext(char *ibdev_name, int cmd_fd, int kind, uint32_t driver_id, uint64_t node_guid,
+		      struct usb4_open_info *info);
 void usb4goCloseContext(uintptr_t ctx);
 int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, uint64_t *cap_flags_ex);
 int usb4goQueryPort(uintptr_t ctx, uint8_t port, struct usb4_port_attr *attr);
@@ -388,7 +409,7 @@ void usb4goWarm(void);
 void usb4_fork_guard_install(void);
 // True in a fork() child: control ops must not enter Go there. Logs once.
 bool usb4_in_fork_child(const char *verb);
-// Warms the Go runtime for calls from new threads (at context open).
+// Warms the Go runtime for calls from new threads (first context open only).
 void usb4_prewarm_threads(void);
 
 // objects.c: CQ, QP, SRQ and AH ops plus the data-path trampolines.

@@ -534,6 +534,46 @@ func TestDestroyWaitsForAcknowledgedEvents(t *testing.T) {
 	}
 }
 
+// TestDestroyedObjectsQuarantined runs testdata/quarantine.c against the C
+// parts under AddressSanitizer (gostub.c for Go): after destroy_cq,
+// destroy_qp and destroy_srq, polling and posting must fail with an errno
+// (reliability finding F3) instead of reading freed memory, a second destroy
+// is EBADF, the quarantine stays bounded while 5000 CQs churn through one
+// context, and close frees every shell (LeakSanitizer).
+func TestDestroyedObjectsQuarantined(t *testing.T) {
+	h := setupHost(t)
+	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+		t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
+	}
+	dir := t.TempDir()
+	so, asanFlags := buildAsanShim(t, dir)
+	prog := filepath.Join(dir, "quarantine")
+	if err := gcc(append(asanFlags, "-o", prog, "testdata/quarantine.c", "-l:libibverbs.so.1")...); err != nil {
+		t.Fatal(err)
+	}
+	shim, err := installAs(so, dir, "usb4_asan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1",
+		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
+	_, r := listDevices(t, h, shim, prog, env, "usb4_rdma7")
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("sanitizer report:\n%s", r.stderr)
+	}
+	want := []string{
+		"destroy_qp 0", "destroy_srq 0", "destroy_cq 0",
+		"post_send EINVAL bad_wr =wr", "post_recv EINVAL bad_wr =wr", "post_srq_recv EINVAL bad_wr =wr",
+		"poll_cq -EINVAL", "poll_cq_n-1 0", "req_notify_cq EINVAL",
+		"destroy_qp_again EBADF", "destroy_srq_again EBADF", "destroy_cq_again EBADF",
+		"churned 5000", "poll_last -EINVAL",
+		"dealloc_pd 0", "close 0",
+	}
+	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
+		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
+	}
+}
+
 // buildAsanShim builds the C parts (testdata/gostub.c standing in for Go)
 // with the data-path engine as a plain C provider under AddressSanitizer.
 func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,13 +32,39 @@ func errnoOf(err error) C.int {
 	return C.int(unix.EIO)
 }
 
+var netpollerOnce sync.Once
+
+// startNetpoller makes the Go runtime open its netpoller (an epoll fd and an
+// eventfd) now, on the first context open, instead of whenever its first
+// timer is armed: the background scavenger arms one after the heap shrinks,
+// which under open/close churn happened after about a thousand cycles and
+// made the process's fd count move long after start. Adding any timer to the
+// runtime's heap initialises the poller (runtime/time.go, addHeap); the timer
+// itself is stopped at once.
+func startNetpoller() {
+	time.AfterFunc(time.Hour, func() {}).Stop()
+}
+
 // usb4goOpenContext creates the kernel ucontext on libibverbs' command fd,
-// on the application's thread. The fd, and the async fd the context
-// allocates, stay libibverbs': it closes both in verbs_uninit_context.
+// on the application's thread, for the device libibverbs and match.c
+// identified. The fd, and the async fd the context allocates, stay
+// libibverbs': it closes both in verbs_uninit_context.
 //
 //export usb4goOpenContext
-func usb4goOpenContext(name *C.char, cmdFD C.int, info *C.struct_usb4_open_info) C.int {
-	ctx, err := provider.OpenFD(C.GoString(name), int(cmdFD))
+func usb4goOpenContext(name *C.char, cmdFD C.int, kind C.int, driverID C.uint32_t, nodeGUID C.uint64_t,
+	info *C.struct_usb4_open_info) C.int {
+	netpollerOnce.Do(startNetpoller)
+	dev := provider.KnownDevice{Name: C.GoString(name), NodeGUID: uint64(nodeGUID), DriverID: uint32(driverID)}
+	switch kind {
+	case C.USB4_KIND_RXE:
+		dev.Kind = provider.DriverRXE
+	case C.USB4_KIND_USB4:
+		dev.Kind = provider.DriverUSB4
+	default:
+		return C.int(unix.ENODEV) // match.c claims nothing else
+	}
+	// libibverbs resolved the device already: no second lookup per open.
+	ctx, err := provider.OpenFDKnown(dev, int(cmdFD))
 	if err != nil {
 		return errnoOf(err)
 	}

@@ -10,9 +10,11 @@
 //
 // The first call into Go from a C thread that has never called Go costs
 // ~0.1-0.4 ms: the runtime hands the thread an "extra M" and creates the
-// next one. At context open we run a couple of short-lived threads through
-// a no-op Go call, so the pool of extra Ms is filled before application
-// threads arrive.
+// next one. At the first context open of the process we run a couple of
+// short-lived threads through a no-op Go call, so the pool of extra Ms is
+// filled before application threads arrive. Once is enough: an exiting C
+// thread gives its M back to the pool, and doing it on every open made a
+// churn of open/close pay two thread creations per cycle.
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
@@ -54,7 +56,7 @@ static void *warm(void *arg)
 	return NULL;
 }
 
-void usb4_prewarm_threads(void)
+static void prewarm_once(void)
 {
 	pthread_t t[PREWARM_THREADS];
 	int n = 0;
@@ -63,4 +65,11 @@ void usb4_prewarm_threads(void)
 			break;
 	for (int i = 0; i < n; i++)
 		pthread_join(t[i], NULL);
+}
+
+static pthread_once_t prewarmed = PTHREAD_ONCE_INIT;
+
+void usb4_prewarm_threads(void)
+{
+	pthread_once(&prewarmed, prewarm_once);
 }

@@ -161,6 +161,7 @@ struct usb4_device {
 	unsigned char verbs_device[VERBS_DEVICE_SIZE];
 	enum usb4_kind kind;
 	uint32_t driver_id; // the kernel driver's ops.driver_id, for every ioctl
+	uint64_t node_guid; // host order; 0 when unknown
 };
 
 void *usb4_alloc_device(void *sysfs_dev)
@@ -168,7 +169,10 @@ void *usb4_alloc_device(void *sysfs_dev)
 	struct usb4_device *dev = calloc(1, sizeof(*dev));
 	if (!dev)
 		return NULL;
-	dev->kind = sysfs_kind(sysfs_dev);
+	struct usb4_devid id;
+	devid_from_sysfs(sysfs_dev, &id);
+	dev->kind = usb4_classify(&id);
+	dev->node_guid = id.guid_valid ? id.node_guid : 0;
 	// netlink hides usb4's id (uverbs_no_driver_id_binding) and the sysfs
 	// path never has one; the kernel still checks it in every ioctl.
 	dev->driver_id = dev->kind == USB4_KIND_RXE ? USB4_RDMA_DRIVER_RXE : USB4_RDMA_DRIVER_UNKNOWN;
@@ -185,4 +189,9 @@ enum usb4_kind usb4_device_kind(const void *vdev, uint32_t *driver_id)
 	const struct usb4_device *dev = vdev;
 	*driver_id = dev->driver_id;
 	return dev->kind;
+}
+
+uint64_t usb4_device_node_guid(const void *vdev)
+{
+	return ((const struct usb4_device *)vdev)->node_guid;
 }

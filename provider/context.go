@@ -98,6 +98,61 @@ func OpenFD(name string, cmdFD int) (*Context, error) {
 	return newContext(realSys{}, info, "", cmdFD, false)
 }
 
+// KnownDevice is what a caller that has already resolved a device knows
+// about it: libibverbs hands a provider's alloc_context a device it found
+// through its own netlink or sysfs scan, so looking it up again is redundant
+// (and, for a device renamed or re-created meanwhile, less exact).
+type KnownDevice struct {
+	Name     string
+	NodeGUID uint64 // host order; 0 when unknown
+	Kind     DriverKind
+	// DriverID is the kernel's enum rdma_driver_id for the ioctl headers:
+	// RDMA_DRIVER_RXE for rxe; RDMA_DRIVER_UNKNOWN for usb4, whose module
+	// sets uverbs_no_driver_id_binding, so the kernel accepts any id.
+	DriverID uint32
+}
+
+// OpenFDKnown is OpenFD for a device the caller has already identified: it
+// creates the context on cmdFD without the netlink lookup (two netlink
+// sockets per open, most of OpenFD's cost under open/close churn). The
+// caller owns cmdFD and the async fd, as with OpenFD.
+func OpenFDKnown(dev KnownDevice, cmdFD int) (*Context, error) {
+	if dev.Name == "" || cmdFD < 0 {
+		return nil, verbError("open device", errInvalid("device %q, command fd %d", dev.Name, cmdFD))
+	}
+	if err := checkUverbsFD(cmdFD); err != nil {
+		return nil, verbError("open device", fmt.Errorf("%s: %w", dev.Name, err))
+	}
+	info := DeviceInfo{
+		Name:     dev.Name,
+		NodeGUID: dev.NodeGUID,
+		Driver:   Driver{Kind: dev.Kind, ID: dev.DriverID},
+	}
+	if dev.Kind == DriverRXE {
+		info.Protocol = "roce" // what netlink reports for rxe; sysfsGID reads it
+	}
+	return newContext(realSys{}, info, "", cmdFD, false)
+}
+
+// checkUverbsFD refuses an fd that is not a uverbs character device (with
+// the lookup skipped, nothing else would notice: write() to /dev/null
+// "succeeds" with a zeroed GET_CONTEXT response). One fstat and one
+// readlink; without a readable /sys only the character-device test remains.
+func checkUverbsFD(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("command fd %d: %w", fd, wrapErrno(err))
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return fmt.Errorf("command fd %d is not a character device: %w", fd, errno{unix.ENODEV})
+	}
+	link, err := os.Readlink(fmt.Sprintf("/sys/dev/char/%d:%d/subsystem", unix.Major(st.Rdev), unix.Minor(st.Rdev)))
+	if err == nil && filepath.Base(link) != "infiniband_verbs" {
+		return fmt.Errorf("command fd %d is a %s device, not uverbs: %w", fd, filepath.Base(link), errno{unix.ENODEV})
+	}
+	return nil
+}
+
 // newContext creates the ucontext on fd. With ownFDs the context closes the
 // command and async fds on Close (and a GC cleanup does if Close is
 // forgotten); completion channels it creates are always its own.

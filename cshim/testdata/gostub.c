@@ -12,8 +12,10 @@
 
 #include "../shim.h"
 
-int usb4goOpenContext(char *ibdev_name, int cmd_fd, struct usb4_open_info *info)
+int usb4goOpenContext(char *ibdev_name, int cmd_fd, int kind, uint32_t driver_id, uint64_t node_guid,
+		      struct usb4_open_info *info)
 {
+	(void)kind, (void)driver_id, (void)node_guid;
 	if (!getenv("USB4_STUB_OPEN_OK"))
 		return EOPNOTSUPP;
 	char *h = malloc(64);

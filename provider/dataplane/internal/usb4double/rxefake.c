@@ -1,6 +1,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "rxefake.h"
 
@@ -94,17 +96,58 @@ static int rxf_munmap(void *ctx, void *addr, size_t len)
 	return 0;
 }
 
-static uint8_t *newq(uint32_t depth, uint32_t log2_elem, size_t *len)
+enum { CANARY = 0xa5 };
+
+/* Each ring ends 64-byte aligned right below a PROT_NONE guard page, with a
+ * guard page below its first page too, so an access past either end faults;
+ * the slack between a page boundary and the ring is filled with a canary
+ * (rxf_canary_ok) for strays too small to reach a guard page. */
+static uint8_t *newq(struct rxf *f, int q, uint32_t depth, uint32_t log2_elem)
 {
-	*len = sizeof(struct usb4v_rxe_queue_buf) + ((size_t)depth << log2_elem);
-	uint8_t *p = aligned_alloc(4096, (*len + 4095) & ~(size_t)4095);
-	if (!p)
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	size_t len = sizeof(struct usb4v_rxe_queue_buf) + ((size_t)depth << log2_elem);
+	size_t span = (len + 63) & ~(size_t)63;
+	size_t body = (span + pg - 1) & ~(pg - 1);
+	uint8_t *base = mmap(NULL, body + 2 * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED)
 		return NULL;
-	memset(p, 0, *len);
+	if (mprotect(base + pg, body, PROT_READ | PROT_WRITE)) {
+		munmap(base, body + 2 * pg);
+		return NULL;
+	}
+	f->map[q] = base;
+	f->map_len[q] = body + 2 * pg;
+	f->slack_lo[q] = body - span;
+	f->slack_hi[q] = span - len;
+	memset(base + pg, CANARY, body);
+	uint8_t *p = base + pg + (body - span);
+	memset(p, 0, len);
 	struct usb4v_rxe_queue_buf *b = (void *)p;
 	b->log2_elem_size = log2_elem;
 	b->index_mask = depth - 1;
+	f->len[q] = len;
 	return p;
+}
+
+int rxf_canary_ok(const struct rxf *f)
+{
+	for (int q = 0; q < 3; q++) {
+		const uint8_t *lo = f->q[q] - f->slack_lo[q], *hi = f->q[q] + f->len[q];
+		for (size_t i = 0; i < f->slack_lo[q]; i++)
+			if (lo[i] != CANARY)
+				return 0;
+		for (size_t i = 0; i < f->slack_hi[q]; i++)
+			if (hi[i] != CANARY)
+				return 0;
+	}
+	return 1;
+}
+
+void rxf_set_indices(struct rxf *f, int q, uint32_t prod, uint32_t cons)
+{
+	struct usb4v_rxe_queue_buf *b = qb(f, q);
+	b->producer_index = prod;
+	b->consumer_index = cons;
 }
 
 struct rxf *rxf_new(uint32_t sq_depth, uint32_t sq_log2_elem, uint32_t rq_depth, uint32_t rq_log2_elem,
@@ -113,9 +156,9 @@ struct rxf *rxf_new(uint32_t sq_depth, uint32_t sq_log2_elem, uint32_t rq_depth,
 	struct rxf *f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
-	f->q[0] = newq(sq_depth, sq_log2_elem, &f->len[0]);
-	f->q[1] = newq(rq_depth, rq_log2_elem, &f->len[1]);
-	f->q[2] = newq(cq_depth, 6, &f->len[2]); /* rxe CQEs: 64-byte slots */
+	f->q[0] = newq(f, 0, sq_depth, sq_log2_elem);
+	f->q[1] = newq(f, 1, rq_depth, rq_log2_elem);
+	f->q[2] = newq(f, 2, cq_depth, 6); /* rxe CQEs: 64-byte slots */
 	if (!f->q[0] || !f->q[1] || !f->q[2]) {
 		rxf_free(f);
 		return NULL;
@@ -130,6 +173,7 @@ void rxf_free(struct rxf *f)
 	if (!f)
 		return;
 	for (int i = 0; i < 3; i++)
-		free(f->q[i]);
+		if (f->map[i])
+			munmap(f->map[i], f->map_len[i]);
 	free(f);
 }

@@ -19,7 +19,7 @@ const (
 	RxeCQ = 2
 )
 
-// RxeFake is a fake rdma_rxe kernel side: SQ, RQ and CQ rings in C memory,
+// RxeFake is a fake rdma_rxe kernel side: SQ, RQ and CQ rings in guarded C memory,
 // served through the seam's mmap (offsets 0, 1, 2 = SQ, RQ, CQ), and the
 // zero-WR POST_SEND doorbell.
 type RxeFake struct{ f *C.struct_rxf }
@@ -62,6 +62,21 @@ func (r *RxeFake) Slot(q int, i uint32) []byte {
 	elem := uintptr(1) << b.log2_elem_size
 	off := uintptr(C.sizeof_struct_usb4v_rxe_queue_buf) + uintptr(i&uint32(b.index_mask))*elem
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(r.f.q[q]), off)), elem)
+}
+
+// CanaryOK reports whether the slack around every ring is untouched (an
+// access beyond a ring's ends that stays inside its page).
+func (r *RxeFake) CanaryOK() bool { return C.rxf_canary_ok(r.f) == 1 }
+
+// SetIndices overwrites queue q's producer and consumer index with any
+// values, as a buggy or hostile kernel could.
+func (r *RxeFake) SetIndices(q int, prod, cons uint32) {
+	C.rxf_set_indices(r.f, C.int(q), C.uint32_t(prod), C.uint32_t(cons))
+}
+
+// Mask is queue q's index mask (depth - 1).
+func (r *RxeFake) Mask(q int) uint32 {
+	return uint32((*C.struct_usb4v_rxe_queue_buf)(unsafe.Pointer(r.f.q[q])).index_mask)
 }
 
 // Consume advances queue q's consumer index by up to n (kernel side).

@@ -201,6 +201,9 @@ func (f *cmdFD) ioctl(c *ioctlCmd) error {
 	}
 	n := len(c.attrs)
 	size := uapi.SizeofIbUverbsIoctlHdr + n*uapi.SizeofIbUverbsAttr
+	if size > 0xFFFF { // ib_uverbs_ioctl_hdr.length is a u16
+		return errInvalid("%d attributes do not fit one ioctl", n)
+	}
 	buf := make([]uint64, (size+7)/8) // uint64 backing keeps the header 8-aligned
 	hdr := (*uapi.IbUverbsIoctlHdr)(unsafe.Pointer(&buf[0]))
 	hdr.Length = uint16(size)
@@ -217,7 +220,9 @@ func (f *cmdFD) ioctl(c *ioctlCmd) error {
 	var pin runtime.Pinner
 	pin.Pin(&buf[0])
 	for _, b := range c.bufs {
-		pin.Pin(&b[0])
+		if len(b) > 0 { // execWrite adds the caller's pins as they are
+			pin.Pin(&b[0])
+		}
 	}
 	err := f.sys.Ioctl(f.fd, uapi.RDMA_VERBS_IOCTL, unsafe.Pointer(&buf[0]))
 	pin.Unpin()
@@ -288,7 +293,9 @@ func (f *cmdFD) write(w *writeCmd) error {
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	for _, b := range w.pin {
-		pin.Pin(&b[0])
+		if len(b) > 0 {
+			pin.Pin(&b[0])
+		}
 	}
 	if len(resp) > 0 {
 		pin.Pin(&resp[0])
@@ -299,6 +306,9 @@ func (f *cmdFD) write(w *writeCmd) error {
 	if w.ex {
 		if len(w.in)%8 != 0 || len(w.out)%8 != 0 || len(w.uhwIn)%8 != 0 || len(w.uhwOut)%8 != 0 {
 			return errInvalid("extended command %d: sizes must be multiples of 8", w.cmd)
+		}
+		if len(w.in)/8 > 0xFFFF || len(w.out)/8 > 0xFFFF || len(w.uhwIn)/8 > 0xFFFF || len(w.uhwOut)/8 > 0xFFFF {
+			return errInvalid("extended command %d: a part exceeds the u16 word counts", w.cmd)
 		}
 		hdr := uapi.IbUverbsCmdHdr{
 			Command:  w.cmd | uapi.IB_USER_VERBS_CMD_FLAG_EXTENDED,
@@ -316,6 +326,9 @@ func (f *cmdFD) write(w *writeCmd) error {
 		total := uapi.SizeofIbUverbsCmdHdr + len(w.in) + len(w.uhwIn)
 		if total%4 != 0 || len(resp)%4 != 0 {
 			return errInvalid("command %d: sizes must be multiples of 4", w.cmd)
+		}
+		if total/4 > 0xFFFF || len(resp)/4 > 0xFFFF {
+			return errInvalid("command %d: %d request bytes exceed the u16 word counts", w.cmd, total)
 		}
 		hdr := uapi.IbUverbsCmdHdr{
 			Command:  w.cmd,

@@ -18,7 +18,8 @@
 // (USB4VERBS_CONF overrides the path).
 //
 // Contexts (context.c) are allocated by libibverbs at its own size, on its
-// own command fd, on which provider.OpenFD then creates the kernel ucontext;
+// own command fd, on which provider.OpenFDKnown then creates the kernel
+// ucontext for the device as libibverbs identified it;
 // ops are installed by slot index of the running layout from the generated
 // zopslayout.h. Control ops (verbs.c, objects.c) call the Go exports in
 // control.go and objects.go, which wrap usb4verbs/provider and create the
@@ -27,7 +28,9 @@
 // Objects handed to libibverbs are C memory: its struct first, then our Go
 // handle and the engine object. The data-path ops (post_send, post_recv,
 // post_srq_recv, poll_cq, req_notify_cq) are C trampolines into the engine
-// and never enter Go. The kernel user_handle of each CQ, QP and SRQ is the
+// and never enter Go. A destroyed CQ, QP or SRQ keeps its memory on a
+// bounded per-context quarantine (context.c) so data ops on it fail with
+// EINVAL instead of reading freed memory. The kernel user_handle of each CQ, QP and SRQ is the
 // C object's address, so libibverbs maps completion and async events back.
 // CQs are bound to the completion channel libibverbs created
 // (provider.CompChannelFromFD). destroy_cq/qp/srq wait, in C, until the

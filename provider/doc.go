@@ -29,6 +29,8 @@
 // then probed (UVERBS_METHOD_INFO_HANDLES answers EINVAL for a wrong id).
 // OpenFD instead adopts a command fd its caller opened (libibverbs passes one
 // to alloc_context) and leaves that fd and the async fd to the caller;
+// OpenFDKnown does the same for a device the caller already identified
+// (KnownDevice), without a lookup;
 // CompChannelFromFD likewise wraps a caller's completion channel.
 //
 // The objects (one file each: pd.go, mr.go, cq.go, compchannel.go, qp.go,

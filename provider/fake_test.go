@@ -223,7 +223,10 @@ func (k *fakeKernel) Ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
 	if int(hdr.Length) != uapi.SizeofIbUverbsIoctlHdr+int(hdr.NumAttrs)*uapi.SizeofIbUverbsAttr {
 		return unix.EINVAL
 	}
-	attrs := unsafe.Slice((*uapi.IbUverbsAttr)(unsafe.Add(arg, uapi.SizeofIbUverbsIoctlHdr)), hdr.NumAttrs)
+	var attrs []uapi.IbUverbsAttr
+	if hdr.NumAttrs > 0 { // no pointer past the header's allocation (checkptr)
+		attrs = unsafe.Slice((*uapi.IbUverbsAttr)(unsafe.Add(arg, uapi.SizeofIbUverbsIoctlHdr)), hdr.NumAttrs)
+	}
 	call := &fakeCall{hdr: *hdr}
 	for i := range attrs {
 		fa := fakeAttr{IbUverbsAttr: attrs[i]}

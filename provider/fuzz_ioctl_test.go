@@ -42,7 +42,11 @@ func FuzzIoctlAttributes(f *testing.F) {
 	f.Add([]byte{0, 4, 1, 2, 3, 4, 3, 16, 5, 0}, uint8(0), []byte{9, 9, 9})
 	f.Add([]byte{1, 0, 2, 0, 6, 0, 4, 7, 5, 0}, uint8(2), []byte{})
 	f.Add(bytes.Repeat([]byte{0, 200, 3, 40}, 30), uint8(1), []byte{1})
-	f.Fuzz(func(t *testing.T, spec []byte, errSel uint8, resp []byte) {
+	f.Fuzz(fuzzIoctlAttributes)
+}
+
+func fuzzIoctlAttributes(t *testing.T, spec []byte, errSel uint8, resp []byte) {
+	{
 		k := newFakeKernel()
 		const obj, method = 0x7f00, 0x42
 		fb := &specReader{b: spec}
@@ -174,7 +178,7 @@ func FuzzIoctlAttributes(f *testing.F) {
 				t.Fatalf("%v: got %v", kernelErr, err)
 			}
 		}
-	})
+	}
 }
 
 type specReader struct{ b []byte }

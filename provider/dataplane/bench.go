@@ -3,6 +3,8 @@ package dataplane
 /*
 #include "engine.h"
 int usb4v_bench_post_poll(struct usb4v_qp *qp, struct usb4v_cq *cq, struct usb4v_ibv_send_wr *wr, long n);
+int usb4v_bench_poll_empty(struct usb4v_cq *cq, long n, int fast);
+int usb4v_rxe_poll_cq_fast_for_test(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 */
 import "C"
 
@@ -37,4 +39,32 @@ func (qp *QP) postPollLoopC(cq *CQ, w SendWR, n int) error {
 		return fmt.Errorf("post+poll loop: %w", unix.Errno(rc))
 	}
 	return nil
+}
+
+// pollEmptyLoopC polls the (empty) CQ n times inside one C call, through the
+// rxe fast path (fast) or the generic usb4v_poll_cq.
+func (cq *CQ) pollEmptyLoopC(n int, fast bool) error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	f := C.int(0)
+	if fast {
+		f = 1
+	}
+	if rc := C.usb4v_bench_poll_empty(cq.c, C.long(n), f); rc != 0 {
+		return fmt.Errorf("empty poll loop: %w", unix.Errno(rc))
+	}
+	return nil
+}
+
+// pollFast polls through the rxe fast path that cshim installs on rxe
+// contexts, for the tests: it must behave as Poll on every backend.
+func (cq *CQ) pollFast(wc []WC) (int, error) {
+	if len(wc) == 0 {
+		return 0, nil
+	}
+	n := C.usb4v_rxe_poll_cq_fast_for_test(cq.c, C.int(len(wc)), (*C.struct_usb4v_ibv_wc)(unsafe.Pointer(&wc[0])))
+	if n < 0 {
+		return 0, errnoErr("poll cq (fast path)", n)
+	}
+	return int(n), nil
 }

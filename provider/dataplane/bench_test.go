@@ -61,6 +61,20 @@ func BenchmarkPostPollC(b *testing.B) {
 	}
 }
 
+// Empty poll_cq on an rxe ring: the generic dispatch against the fast path
+// the ops table installs on rxe contexts.
+func BenchmarkPollEmptyC(b *testing.B) {
+	for _, path := range []string{"generic", "fast"} {
+		b.Run(path, func(b *testing.B) {
+			_, cq, _ := benchEnv(b, "rxe")
+			b.ResetTimer()
+			if err := cq.pollEmptyLoopC(b.N, path == "fast"); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
 // Posters and pollers on different goroutines (run with -race).
 func TestConcurrentPostAndPoll(t *testing.T) {
 	for _, m := range usb4Modes {

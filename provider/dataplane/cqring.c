@@ -99,6 +99,7 @@ int usb4v_cq_try_shm(struct usb4v_cq *cq, const struct usb4v_tbv_uresp_create_cq
 	cq->shm.head = cq->shm.consumed % hdr->cqe;
 	cq->shm.map_len = (size_t)tail->map_len;
 	cq->backend = USB4V_BACKEND_CQRING;
+	cq->slow |= USB4V_CQ_SLOW_BACKEND;
 	pthread_spin_unlock(&cq->lock);
 	cq->fallback_reason[0] = 0;
 	return 1;
@@ -110,6 +111,7 @@ int usb4v_shm_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	struct usb4v_tbv_cq_shm *hdr = cq->shm.hdr;
 	if (__atomic_load_n(&hdr->ovf_seq, __ATOMIC_RELAXED) != 0) {
 		cq->error = -EIO;
+		cq->slow |= USB4V_CQ_SLOW_ERROR;
 		return -EIO;
 	}
 	uint32_t produced = __atomic_load_n(&hdr->produced, __ATOMIC_ACQUIRE);
@@ -117,6 +119,7 @@ int usb4v_shm_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	if (avail > cq->shm.cqe) {
 		/* A writer broke the protocol; nothing in the ring can be trusted. */
 		cq->error = -EIO;
+		cq->slow |= USB4V_CQ_SLOW_ERROR;
 		return -EIO;
 	}
 	uint32_t n = avail < (uint32_t)ne ? avail : (uint32_t)ne;

@@ -154,6 +154,7 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	qp->dv = dv;
 	qp->dv_next = cq->dv_qps;
 	cq->dv_qps = qp;
+	cq->slow |= USB4V_CQ_SLOW_DV;
 	qp->send_backend = USB4V_BACKEND_DV;
 	pthread_spin_unlock(&cq->lock);
 	qp->fallback_reason[0] = 0;

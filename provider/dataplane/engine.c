@@ -69,20 +69,7 @@ const char *usb4v_backend_name(int backend)
 
 void usb4v_uwc_to_ibv(const struct usb4v_ib_uverbs_wc *in, struct usb4v_ibv_wc *out)
 {
-	out->wr_id = in->wr_id;
-	out->status = in->status;
-	out->opcode = in->opcode;
-	out->vendor_err = in->vendor_err;
-	out->byte_len = in->byte_len;
-	out->imm_data = in->ex.imm_data;
-	out->qp_num = in->qp_num;
-	out->src_qp = in->src_qp;
-	/* Copied verbatim, as rdma-core's ibv_cmd_poll_cq and rxe do. */
-	out->wc_flags = in->wc_flags;
-	out->pkey_index = in->pkey_index;
-	out->slid = in->slid;
-	out->sl = in->sl;
-	out->dlid_path_bits = in->dlid_path_bits;
+	usb4v_uwc_to_ibv_inline(in, out);
 }
 
 int usb4v_uverbs_ioctl(const struct usb4v_sys *sys, int fd, uint32_t driver_id,
@@ -272,6 +259,7 @@ struct usb4v_cq *usb4v_cq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t 
 	cq->handle = handle;
 	cq->cqe = cqe;
 	cq->backend = USB4V_BACKEND_KCMD;
+	cq->slow = USB4V_CQ_SLOW_BACKEND;
 	return cq;
 }
 
@@ -315,8 +303,12 @@ int usb4v_cq_attach_rxe(struct usb4v_cq *cq, void *addr, uint64_t offset, size_t
 {
 	int rc = ring_setup(cq->sys, cq->cmd_fd, &cq->rxe, addr, offset, size,
 			    sizeof(struct usb4v_ib_uverbs_wc));
-	if (rc == 0)
+	if (rc == 0) {
+		pthread_spin_lock(&cq->lock);
 		cq->backend = USB4V_BACKEND_RXE;
+		cq->slow &= ~(uint32_t)USB4V_CQ_SLOW_BACKEND;
+		pthread_spin_unlock(&cq->lock);
+	}
 	return rc;
 }
 
@@ -449,6 +441,8 @@ void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id)
 				break;
 			}
 		}
+		if (!cq->dv_qps)
+			cq->slow &= ~(uint32_t)USB4V_CQ_SLOW_DV;
 		pthread_spin_unlock(&cq->lock);
 		free(qp->dv->sq);
 		free(qp->dv->cq);

@@ -238,6 +238,9 @@ struct usb4v_cq {
 	uint32_t handle;
 	uint32_t cqe;
 	pthread_spinlock_t lock;
+	/* USB4V_CQ_SLOW_*: 0 exactly when poll_cq may take the rxe fast path
+	 * (rxe_ring.h usb4v_rxe_poll_cq_fast). Written under lock. */
+	uint32_t slow;
 	int error; /* latched negative errno (overrun): permanent */
 	struct usb4v_rxe_ring rxe;
 	struct {
@@ -253,6 +256,13 @@ struct usb4v_cq {
 	uint8_t *pollbuf;
 	size_t pollbuf_len;
 	char fallback_reason[96];
+};
+
+/* Why a CQ must be polled through usb4v_poll_cq rather than the rxe fast path. */
+enum {
+	USB4V_CQ_SLOW_BACKEND = 1, /* backend is not RXE */
+	USB4V_CQ_SLOW_ERROR = 2,   /* error latched */
+	USB4V_CQ_SLOW_DV = 4,      /* DV QPs merge into this CQ */
 };
 
 struct usb4v_srq {
@@ -333,6 +343,25 @@ const char *usb4v_backend_name(int backend);
 
 /* ---- helpers shared by backends (engine.c) ---- */
 void usb4v_uwc_to_ibv(const struct usb4v_ib_uverbs_wc *in, struct usb4v_ibv_wc *out);
+/* The same, for the rxe fast path to inline. */
+static inline void usb4v_uwc_to_ibv_inline(const struct usb4v_ib_uverbs_wc *in, struct usb4v_ibv_wc *out)
+{
+	out->wr_id = in->wr_id;
+	out->status = in->status;
+	out->opcode = in->opcode;
+	out->vendor_err = in->vendor_err;
+	out->byte_len = in->byte_len;
+	out->imm_data = in->ex.imm_data;
+	out->qp_num = in->qp_num;
+	out->src_qp = in->src_qp;
+	/* Copied verbatim, as rdma-core's ibv_cmd_poll_cq and rxe do. */
+	out->wc_flags = in->wc_flags;
+	out->pkey_index = in->pkey_index;
+	out->slid = in->slid;
+	out->sl = in->sl;
+	out->dlid_path_bits = in->dlid_path_bits;
+}
+
 int usb4v_uverbs_ioctl(const struct usb4v_sys *sys, int fd, uint32_t driver_id,
 		       uint16_t object, uint16_t method,
 		       struct usb4v_ib_uverbs_attr *attrs, uint16_t nattrs);

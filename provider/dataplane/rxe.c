@@ -196,11 +196,5 @@ int usb4v_rxe_post_recv(struct usb4v_rxe_ring *rq, uint32_t max_sge, struct usb4
 
 int usb4v_rxe_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 {
-	int n = 0;
-	while (n < ne && !rxe_empty(&cq->rxe)) {
-		const struct usb4v_ib_uverbs_wc *src = rxe_consumer_addr(&cq->rxe);
-		usb4v_uwc_to_ibv(src, &wc[n++]);
-		rxe_advance_consumer(&cq->rxe);
-	}
-	return n;
+	return rxe_poll_locked(cq, ne, wc);
 }

@@ -57,4 +57,35 @@ static inline void rxe_advance_consumer(struct usb4v_rxe_ring *r)
 	__atomic_store_n(&r->buf->consumer_index, (cons + 1) & r->mask, __ATOMIC_RELEASE);
 }
 
+/* Moves up to ne completions from the CQ ring to wc; caller holds cq->lock. */
+static inline int rxe_poll_locked(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
+{
+	int n = 0;
+	while (n < ne && !rxe_empty(&cq->rxe)) {
+		usb4v_uwc_to_ibv_inline(rxe_consumer_addr(&cq->rxe), &wc[n++]);
+		rxe_advance_consumer(&cq->rxe);
+	}
+	return n;
+}
+
+/*
+ * poll_cq for contexts whose CQs are all rxe rings, for the ops table to
+ * install directly (cshim/objects.c): lock, compare the indices, unlock, as
+ * librxe's poll_cq does, without the generic dispatch of usb4v_poll_cq.
+ * The caller has checked cq != NULL, ne > 0 and wc != NULL. Anything
+ * unusual (not an rxe ring, a latched error, DV QPs) is in cq->slow, read
+ * under the lock, and goes to usb4v_poll_cq, which keeps every rule.
+ */
+static inline int usb4v_rxe_poll_cq_fast(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
+{
+	pthread_spin_lock(&cq->lock);
+	if (__builtin_expect(cq->slow != 0, 0)) {
+		pthread_spin_unlock(&cq->lock);
+		return usb4v_poll_cq(cq, ne, wc);
+	}
+	int n = rxe_poll_locked(cq, ne, wc);
+	pthread_spin_unlock(&cq->lock);
+	return n;
+}
+
 #endif

@@ -317,3 +317,70 @@ func TestRxeRejectsBadRingHeader(t *testing.T) {
 		t.Fatalf("failed attach changed the backend to %s", qp.SendBackend())
 	}
 }
+
+// The fast path cshim installs on rxe contexts reads the ring as Poll does:
+// order, partial batches, the consumer index it publishes, empty = 0.
+func TestRxeFastPollRing(t *testing.T) {
+	e := newRxeEnv(t, QPTypeRC, false)
+	wc := make([]WC, 2)
+	if n, err := e.cq.pollFast(wc); n != 0 || err != nil {
+		t.Fatalf("empty ring: n=%d err=%v", n, err)
+	}
+	for i := 0; i < 3; i++ {
+		var w uapi.IbUverbsWc
+		w.WrId = uint64(60 + i)
+		w.Opcode = WCRecv
+		w.ByteLen = uint32(10 + i)
+		w.QpNum = 0x11
+		if err := e.f.ProduceCQE(unsafe.Slice((*byte)(unsafe.Pointer(&w)), uapi.SizeofIbUverbsWc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := e.cq.pollFast(wc)
+	if err != nil || n != 2 || wc[0].WrID != 60 || wc[1].WrID != 61 || wc[1].ByteLen != 11 || wc[1].QPNum != 0x11 {
+		t.Fatalf("first fast poll n=%d err=%v %+v", n, err, wc)
+	}
+	if _, cons := e.f.Indices(usb4double.RxeCQ); cons != 2 {
+		t.Fatalf("consumer index %d after two entries", cons)
+	}
+	n, err = e.cq.pollFast(wc)
+	if err != nil || n != 1 || wc[0].WrID != 62 {
+		t.Fatalf("second fast poll n=%d err=%v %+v", n, err, wc[0])
+	}
+	if n, err := e.cq.pollFast(wc); n != 0 || err != nil {
+		t.Fatalf("drained ring: n=%d err=%v", n, err)
+	}
+	if _, cons := e.f.Indices(usb4double.RxeCQ); cons != 3 {
+		t.Fatalf("consumer index %d after three entries", cons)
+	}
+}
+
+// A CQ that is not an rxe ring (or has DV QPs) reached through the fast
+// path must still be polled by its own backend, via cq->slow.
+func TestFastPollDivertsOtherBackends(t *testing.T) {
+	for _, m := range usb4Modes {
+		t.Run(m, func(t *testing.T) {
+			e := newUSB4Env(t, m, 64)
+			err := e.qpA.PostSend([]SendWR{{WrID: 77, Opcode: WRRDMAWrite, Flags: SendSignaled,
+				SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wc := make([]WC, 4)
+			for idle := 0; idle < 1000; idle++ {
+				n, err := e.cqA.pollFast(wc)
+				if err != nil {
+					t.Fatalf("fast poll: %v", err)
+				}
+				if n == 0 {
+					continue
+				}
+				if n != 1 || wc[0].WrID != 77 || wc[0].Status != 0 {
+					t.Fatalf("n=%d %+v", n, wc[:n])
+				}
+				return
+			}
+			t.Fatal("no completion through the fast path")
+		})
+	}
+}

@@ -172,6 +172,8 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 	void *ops[OPS_BUF_SLOTS] = {0};
 	set_op(ops, USB4_OP_free_context, (void *)usb4_free_context);
 	usb4_install_control_ops(ops, OPS_BUF_SLOTS);
+	if (kind == USB4_KIND_RXE)
+		usb4_install_rxe_fast_ops(ops, OPS_BUF_SLOTS);
 	// Must happen before we return: libibverbs' set_lib_ops then overrides
 	// create_cq_ex and query_port in the verbs_context.
 	abi->set_ops(vctx, ops);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "rxe_ring.h"
 #include "shim.h"
 #include "zopslayout.h"
 
@@ -282,6 +283,17 @@ static int usb4_poll_cq(void *ibv_cq, int ne, void *wc)
 	if (!eng) // destroyed; ne <= 0 stays 0 as for a live CQ
 		return ne <= 0 ? 0 : -EINVAL;
 	return usb4v_poll_cq(eng, ne, wc);
+}
+
+// poll_cq of rxe contexts (usb4_install_rxe_fast_ops): the ring poll inlined
+// behind one test of the unusual cases, which take the generic path above
+// (destroyed CQ, ne <= 0, NULL wc; the engine's own slow cases behind cq->slow).
+static int usb4_poll_cq_rxe(void *ibv_cq, int ne, void *wc)
+{
+	struct usb4v_cq *eng = load_eng((void *const *)&((struct usb4_cq *)ibv_cq)->eng);
+	if (__builtin_expect(!eng || ne <= 0 || !wc, 0))
+		return usb4_poll_cq(ibv_cq, ne, wc);
+	return usb4v_rxe_poll_cq_fast(eng, ne, wc);
 }
 
 static int usb4_req_notify_cq(void *ibv_cq, int solicited_only)
@@ -556,4 +568,11 @@ void usb4_install_object_ops(void **buf, size_t n)
 	// (EOPNOTSUPP: the dmabuf probe says unsupported), query_port_speed
 	// (EOPNOTSUPP), create_qp_ex/create_srq_ex (EOPNOTSUPP unless the plain
 	// PD-only form, which ibv_create_qp_ex routes to create_qp).
+}
+
+void usb4_install_rxe_fast_ops(void **buf, size_t n)
+{
+	// The ops table is per context, not per CQ: every CQ of an rxe context
+	// polls an rxe ring (and a CQ that does not is caught by cq->slow).
+	usb4_set_slot(buf, n, USB4_OP_poll_cq, (void *)usb4_poll_cq_rxe);
 }

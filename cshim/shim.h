@@ -414,6 +414,9 @@ void usb4_prewarm_threads(void);
 
 // objects.c: CQ, QP, SRQ and AH ops plus the data-path trampolines.
 void usb4_install_object_ops(void **ops_buf, size_t nslots);
+// Overrides for rxe contexts (after usb4_install_object_ops): poll_cq
+// straight to the rxe ring poll.
+void usb4_install_rxe_fast_ops(void **ops_buf, size_t nslots);
 // verbs.c helper shared with objects.c.
 void usb4_set_slot(void **buf, size_t nslots, int op, void *fn);
 

@@ -125,6 +125,15 @@ func destroyCQ(e *cqEntry) {
 	}
 }
 
+// reportDestroyed hands the kernel's event counts of a destroyed CQ, QP or
+// SRQ to objects.c, which waits until the application has acknowledged as
+// many (as ibv_cmd_destroy_* do), and retires the Go handle.
+func reportDestroyed(h C.uintptr_t, ev provider.EventCounts, out *C.struct_usb4_event_counts) {
+	out.comp = C.uint32_t(ev.Comp)
+	out.async = C.uint32_t(ev.Async)
+	handles.remove(uintptr(h))
+}
+
 // usb4goDestroyCQ destroys the CQ and reports the kernel's event counts;
 // objects.c waits for the application to acknowledge as many.
 //
@@ -138,9 +147,7 @@ func usb4goDestroyCQ(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
 	if err != nil {
 		return errnoOf(err) // EBUSY while QPs use it: the CQ stays usable
 	}
-	out.comp = C.uint32_t(ev.Comp)
-	out.async = C.uint32_t(ev.Async)
-	handles.remove(uintptr(h))
+	reportDestroyed(h, ev, out)
 	e.dp.Close()
 	if e.ch != nil {
 		_ = e.ch.Close()
@@ -352,9 +359,7 @@ func usb4goDestroyQP(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
 	if err != nil {
 		return errnoOf(err)
 	}
-	out.comp = 0
-	out.async = C.uint32_t(ev.Async)
-	handles.remove(uintptr(h))
+	reportDestroyed(h, ev, out)
 	e.dp.Close()
 	return 0
 }
@@ -435,9 +440,7 @@ func usb4goDestroySRQ(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
 	if err != nil {
 		return errnoOf(err)
 	}
-	out.comp = 0
-	out.async = C.uint32_t(ev.Async)
-	handles.remove(uintptr(h))
+	reportDestroyed(h, ev, out)
 	e.dp.Close()
 	return 0
 }

@@ -859,20 +859,48 @@ func trimNL(b []byte) []byte {
 	return b
 }
 
-// parseGID parses the sysfs form "fe80:0000:0000:0000:0000:0000:0000:0001".
+// parseGID parses the sysfs form "fe80:0000:0000:0000:0000:0000:0000:0001":
+// eight groups of exactly four hex digits (the kernel prints "%04x"), nothing
+// else. fmt.Sscanf was too lenient here (spaces, short groups, trailing bytes).
 func parseGID(s string) (GID, error) {
 	var g GID
-	s = string(trimNL([]byte(s)))
-	var words [8]uint16
-	n, err := fmt.Sscanf(s, "%4x:%4x:%4x:%4x:%4x:%4x:%4x:%4x", &words[0], &words[1], &words[2], &words[3], &words[4], &words[5], &words[6], &words[7])
-	if err != nil || n != 8 {
+	t := trimNL([]byte(s))
+	if len(t) != 8*5-1 {
 		return g, fmt.Errorf("bad gid %q: %w", s, errno{unix.EINVAL})
 	}
-	for i, w := range words {
-		g[2*i] = byte(w >> 8)
-		g[2*i+1] = byte(w)
+	for i, c := range t {
+		if i%5 == 4 {
+			if c != ':' {
+				return g, fmt.Errorf("bad gid %q: %w", s, errno{unix.EINVAL})
+			}
+			continue
+		}
+		v, ok := hexDigit(c)
+		if !ok {
+			return g, fmt.Errorf("bad gid %q: %w", s, errno{unix.EINVAL})
+		}
+		// Digit k of group i/5 goes to byte 2*(i/5) + k/2, high nibble first.
+		k := i % 5
+		b := &g[2*(i/5)+k/2]
+		if k%2 == 0 {
+			*b |= v << 4
+		} else {
+			*b |= v
+		}
 	}
 	return g, nil
+}
+
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 func netIfIndex(root, name string) (uint32, error) {

@@ -1,22 +1,43 @@
 #!/usr/bin/env bash
 # Runs every Go fuzz target of the module for a bounded time (FUZZTIME, default 10s each),
 # printing one go-test-style result line per target for the summary. Seed corpora live in
-# each package's testdata/fuzz/<Target>/ (committed); new finds stay in the Go cache.
+# each package's testdata/fuzz/<Target>/ (committed); new finds stay in the Go cache, and a
+# failing input is printed with the failure.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 FUZZTIME=${FUZZTIME:-10s}
 rc=0
 for pkg in $(go list ./...); do
   targets=$(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true)
   for t in $targets; do
     name="fuzz/${pkg#usb4verbs/}/$t"
-    if out=$(go test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1); then
-      echo "--- PASS: $name"
-    else
-      printf '%s\n' "$out" | tail -30
-      echo "--- FAIL: $name"
-      rc=1
-    fi
+    dir=$(go list -f '{{.Dir}}' "$pkg")
+    for attempt in 1 2; do
+      if out=$(go test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1); then
+        echo "--- PASS: $name"
+        break
+      fi
+      printf '%s\n' "$out" | tail -30 | sed 's/^/    /'  # indented: not a result line
+      # A find is written to testdata/fuzz/<Target>/<hash>: print it, so a CI log
+      # alone reproduces it (go test -run "$t/<hash>" after saving the file).
+      input=$(printf '%s\n' "$out" | sed -n 's/.*Failing input written to \(testdata\/fuzz\/[^ ]*\).*/\1/p' | head -1)
+      if [[ -n $input ]]; then
+        echo "    failing input $input:"
+        sed 's/^/    | /' "$dir/$input"
+        echo "--- FAIL: $name"
+        rc=1
+        break
+      fi
+      # No input written: the fuzzing engine itself failed (a worker killed or
+      # timed out on a loaded machine). That says nothing about the target, so
+      # it gets one more run; a second engine failure is reported.
+      if [[ $attempt == 2 ]]; then
+        echo "--- FAIL: $name (fuzzing engine failed twice, no failing input)"
+        rc=1
+      else
+        echo "    $name: the fuzzing engine failed without a failing input; running it once more"
+      fi
+    done
   done
 done
 exit $rc

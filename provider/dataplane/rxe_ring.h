@@ -37,33 +37,24 @@ static inline void rxe_advance_producer(struct usb4v_rxe_ring *r)
 	__atomic_store_n(&r->buf->producer_index, (prod + 1) & r->mask, __ATOMIC_RELEASE);
 }
 
-/* Consumer side (CQ); caller holds cq->lock. */
-static inline int rxe_empty(const struct usb4v_rxe_ring *r)
-{
-	uint32_t prod = __atomic_load_n(&r->buf->producer_index, __ATOMIC_ACQUIRE);
-	uint32_t cons = __atomic_load_n(&r->buf->consumer_index, __ATOMIC_RELAXED);
-	return prod == cons;
-}
-
-static inline void *rxe_consumer_addr(const struct usb4v_rxe_ring *r)
-{
-	uint32_t cons = __atomic_load_n(&r->buf->consumer_index, __ATOMIC_RELAXED) & r->mask;
-	return r->data + ((size_t)cons << r->log2_elem);
-}
-
-static inline void rxe_advance_consumer(struct usb4v_rxe_ring *r)
-{
-	uint32_t cons = __atomic_load_n(&r->buf->consumer_index, __ATOMIC_RELAXED);
-	__atomic_store_n(&r->buf->consumer_index, (cons + 1) & r->mask, __ATOMIC_RELEASE);
-}
-
-/* Moves up to ne completions from the CQ ring to wc; caller holds cq->lock. */
+/*
+ * Consumer side (CQ): moves up to ne completions from the CQ ring to wc;
+ * caller holds cq->lock. The queue header is loaded once and our consumer
+ * index kept in a register: each atomic is a compiler barrier, so going
+ * through cq->rxe.buf per access would reload the pointer every time, and
+ * the empty poll (the common case of a busy-polling caller) is one acquire
+ * load of the kernel's producer index against our own.
+ */
 static inline int rxe_poll_locked(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 {
+	struct usb4v_rxe_queue_buf *q = cq->rxe.buf;
+	uint32_t cons = __atomic_load_n(&q->consumer_index, __ATOMIC_RELAXED);
 	int n = 0;
-	while (n < ne && !rxe_empty(&cq->rxe)) {
-		usb4v_uwc_to_ibv_inline(rxe_consumer_addr(&cq->rxe), &wc[n++]);
-		rxe_advance_consumer(&cq->rxe);
+	while (n < ne && __atomic_load_n(&q->producer_index, __ATOMIC_ACQUIRE) != cons) {
+		const void *cqe = cq->rxe.data + ((size_t)(cons & cq->rxe.mask) << cq->rxe.log2_elem);
+		usb4v_uwc_to_ibv_inline(cqe, &wc[n++]);
+		cons = (cons + 1) & cq->rxe.mask;
+		__atomic_store_n(&q->consumer_index, cons, __ATOMIC_RELEASE);
 	}
 	return n;
 }

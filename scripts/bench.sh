@@ -8,7 +8,8 @@
 #
 # BENCH_MODE=ab (default): ours (libusb4_rdma, opted in for rxe) against librxe.
 # BENCH_MODE=aa: librxe against itself, to validate the method (ratios ~1.00).
-# BENCH_REPS (5), BENCH_PLAN=quick (a few sizes, for trying the machinery),
+# BENCH_REPS (5), BENCH_PLAN=quick (a few sizes, for trying the machinery), BENCH_PLAN=micro
+# (no perftest: microbench, RSS and threads only, for a change to the per-call path),
 # BENCH_SKIP_VM=1 (host benchmarks and report only), BENCH_SKIP_HOST=1, BENCH_PROVIDER (the .so to
 # test; build/libusb4_rdma.so), VM_TIMEOUT (1800).
 set -euo pipefail
@@ -20,6 +21,7 @@ PLAN=${BENCH_PLAN:-full}
 OUT=$REPO/build/bench
 RESULTS=$REPO/tests/bench/results
 case $MODE in aa | ab) ;; *) echo "bench: BENCH_MODE must be aa or ab, not $MODE" >&2; exit 2 ;; esac
+case $PLAN in full | quick | micro) ;; *) echo "bench: BENCH_PLAN must be full, quick or micro, not $PLAN" >&2; exit 2 ;; esac
 mkdir -p "$OUT" "$RESULTS"
 log() { printf '[bench] %s\n' "$*" >&2; }
 
@@ -65,6 +67,10 @@ if [[ ${BENCH_SKIP_VM:-0} != 1 ]]; then
       echo 'BENCH_LAT_SIZES="2 65536"'
       echo 'BENCH_BW_SIZES="64 1048576"'
       echo 'BENCH_BW_MULTI_QP_SIZES="64 262144"'
+    elif [[ $PLAN == micro ]]; then
+      echo 'BENCH_LAT_TOOLS=""'
+      echo 'BENCH_BW_TOOLS=""'
+      echo 'BENCH_RATE_TOOLS=""'
     fi
   } > "$FILES/bench.conf"
 

@@ -32,20 +32,58 @@ denied() {
   return 1
 }
 
+# Ubuntu releases usable as a guest userland (never as KSUITE: the kernel stays Debian's).
+# They are what container images of PyTorch, vLLM and NCCL are built on.
+UBUNTU_SUITES=" jammy noble "
+UBUNTU_MIRROR=${UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}
+
+# ubuntu_suite SUITE: true for an Ubuntu release.
+ubuntu_suite() { [[ $UBUNTU_SUITES == *" $1 "* ]]; }
+
+# ubuntu_keyring: the path of Ubuntu's archive keyring, taken from Debian trixie's
+# ubuntu-keyring package (bookworm has none), which apt verified against Debian's own
+# keys; cached under $VMCACHE/keyrings. Leaves APTOPTS pointing at trixie.
+ubuntu_keyring() {
+  local kr="$VMCACHE/keyrings/ubuntu-archive-keyring.gpg" deb tmp
+  if [[ ! -s $kr ]]; then
+    apt_use trixie
+    deb=$(apt_fetch "$VMCACHE/debs/trixie" ubuntu-keyring) || exit 1
+    tmp=$(mktemp -d)
+    dpkg-deb -x "$deb" "$tmp" || die "dpkg-deb -x $deb failed"
+    [[ -s $tmp/usr/share/keyrings/ubuntu-archive-keyring.gpg ]] \
+      || die "$deb has no usr/share/keyrings/ubuntu-archive-keyring.gpg"
+    mkdir -p "${kr%/*}"
+    cp "$tmp/usr/share/keyrings/ubuntu-archive-keyring.gpg" "$kr"
+    rm -rf "$tmp"
+  fi
+  printf '%s\n' "$kr"
+}
+
 # apt_use SUITE: point APTOPTS at SUITE's private apt state, refreshing its lists when
 # they are missing or older than 12 hours. The binary caches are named explicitly:
 # container images often disable them in apt.conf.d, and without them every apt-cache
-# call re-parses the lists (~1 s instead of ~0.2 s). bookworm/trixie also get their -updates and
-# -security suites, so the kernel and libs are the ones a patched system has.
+# call re-parses the lists (~1 s instead of ~0.2 s). bookworm/trixie (and the Ubuntu
+# suites) also get their -updates and -security suites, so the kernel and libs are the
+# ones a patched system has. Ubuntu suites take main and universe (perftest, UCX and the
+# rdma-core tools are in universe there), signed by Ubuntu's archive key.
 apt_use() {
-  local suite=$1 d="$VMCACHE/apt/$1"
+  local suite=$1 d="$VMCACHE/apt/$1" kr="" s
+  ubuntu_suite "$suite" && kr=$(ubuntu_keyring)
   mkdir -p "$d/lists/partial" "$d/cache/archives/partial"
   {
-    echo "deb $MIRROR $suite main"
     case $suite in
       bookworm | trixie)
+        echo "deb $MIRROR $suite main"
         echo "deb $MIRROR $suite-updates main"
         echo "deb ${MIRROR%/debian}/debian-security $suite-security main" ;;
+      *)
+        if [[ -n $kr ]]; then
+          for s in "$suite" "$suite-updates" "$suite-security"; do
+            echo "deb [signed-by=$kr] $UBUNTU_MIRROR $s main universe"
+          done
+        else
+          echo "deb $MIRROR $suite main"
+        fi ;;
     esac
   } > "$d/sources.list"
   APTOPTS=(-o Dir::Etc::sourcelist="$d/sources.list" -o Dir::Etc::sourceparts=-
@@ -54,13 +92,13 @@ apt_use() {
            -o Dir::Cache::pkgcache="$d/cache/pkgcache.bin" -o Dir::Cache::srcpkgcache="$d/cache/srcpkgcache.bin"
            -o APT::Sandbox::User=root -o Debug::NoLocking=1 -o Acquire::Retries=3)
   if [[ ! -e $d/updated || -n $(find "$d/updated" -mmin +720 2>/dev/null) ]]; then
-    log "apt-get update ($suite, $MIRROR)"
+    log "apt-get update ($suite, $(grep -o 'https\?://[^ ]*' "$d/sources.list" | head -n1))"
     if apt-get "${APTOPTS[@]}" -qq update >&2; then
       touch "$d/updated"
     elif [[ -e $d/updated ]]; then
       log "WARN: apt-get update for $suite failed; using the lists from $(date -r "$d/updated" +%F)"
     else
-      die "apt-get update for $suite failed (mirror $MIRROR)"
+      die "apt-get update for $suite failed (sources: $(tr '\n' ';' < "$d/sources.list"))"
     fi
   fi
   APTSUITE=$suite

@@ -27,7 +27,7 @@ deb=$(ls /opt/usb4verbs/usb4verbs_*.deb 2>/dev/null | head -n1)
 # The image is extracted debs without dpkg's database. Record, from the files that are
 # really there, the two packages our Depends names, so dpkg checks them for real.
 libc=$(ls /usr/lib/x86_64-linux-gnu/libc.so.6 2>/dev/null)
-libc_ver=$("$libc" 2>/dev/null | sed -n '1s/.*(Debian GLIBC \([^)]*\)).*/\1/p')
+libc_ver=$("$libc" 2>/dev/null | sed -n '1s/.*(\(Debian\|Ubuntu\) GLIBC \([^)]*\)).*/\2/p')
 ibv_real=$(readlink -f /usr/lib/x86_64-linux-gnu/libibverbs.so.1 2>/dev/null)
 ibv_ver=$(echo "${ibv_real##*/}" | sed -n 's/^libibverbs\.so\.1\.[0-9]*\.\([0-9]*\.[0-9]*\)$/\1/p')
 section "userland $suite: glibc ${libc_ver:-?}, libibverbs ${ibv_real##*/} (rdma-core ${ibv_ver:-?})"

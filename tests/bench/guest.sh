@@ -132,7 +132,7 @@ perf() {
   esac
   PORT=$((PORT + 1)); [ $PORT -gt 19500 ] && PORT=18601
   # shellcheck disable=SC2086 # env and extra are word lists
-  env $env taskset -c 0 "$tool" -d "$DEV0" -x "$GID0" -s "$size" -n "$n" -F -p $PORT $extra \
+  env $env taskset 1 "$tool" -d "$DEV0" -x "$GID0" -s "$size" -n "$n" -F -p $PORT $extra \
     > "$WORK/srv.log" 2>&1 &
   spid=$!
   if ! wait_listen $PORT $spid; then
@@ -144,7 +144,7 @@ perf() {
   fi
   loaded=$(loaded_by $spid)
   # shellcheck disable=SC2086
-  timeout 40 env $env taskset -c 1 "$tool" -d "$DEV1" -x "$GID1" -s "$size" -n "$n" -F -p $PORT \
+  timeout 40 env $env taskset 2 "$tool" -d "$DEV1" -x "$GID1" -s "$size" -n "$n" -F -p $PORT \
     $extra "$IP0" > "$WORK/cli.log" 2>&1
   rc=$?
   stop $spid
@@ -204,7 +204,7 @@ procstat() {
   env=$(side_env "$side")
   PORT=$((PORT + 1))
   # shellcheck disable=SC2086
-  env $env taskset -c 0 ib_write_bw -d "$DEV0" -x "$GID0" -s 65536 -n 600 -F -p $PORT \
+  env $env taskset 1 ib_write_bw -d "$DEV0" -x "$GID0" -s 65536 -n 600 -F -p $PORT \
     > "$WORK/srv.log" 2>&1 &
   spid=$!
   if ! wait_listen $PORT $spid; then
@@ -214,7 +214,7 @@ procstat() {
   fi
   # env and taskset exec, so $! is ib_write_bw itself.
   # shellcheck disable=SC2086
-  env $env taskset -c 1 ib_write_bw -d "$DEV1" -x "$GID1" -s 65536 -n 600 -F -p $PORT "$IP0" \
+  env $env taskset 2 ib_write_bw -d "$DEV1" -x "$GID1" -s 65536 -n 600 -F -p $PORT "$IP0" \
     > "$WORK/cli.log" 2>&1 &
   cpid=$!
   local crss=0 cthr=0 srss=0 sthr=0 chwm=0 shwm=0 loaded
@@ -263,7 +263,7 @@ rep=1
 while [ $rep -le "$REPS" ]; do
   for s in $(sides_for $rep); do
     # shellcheck disable=SC2046,SC2086
-    env $(side_env "$s") taskset -c 1 "$BIN/microbench" "$DEV0" "$GID0" "$DEV1" "$GID1" "$MICRO_ITERS" \
+    env $(side_env "$s") taskset 2 "$BIN/microbench" "$DEV0" "$GID0" "$DEV1" "$GID1" "$MICRO_ITERS" \
       "mode=$MODE" "side=$s" "pl=1" "rep=$rep" > "$WORK/micro.log" 2>&1
     rc=$?
     grep '^@@BENCH' "$WORK/micro.log"

@@ -39,13 +39,13 @@ grep -q '^--- ' $W/enomem.log || result FAIL enomem_process "no result lines, ex
 
 # 2. Port down/up and link delete under load.
 command -v ib_write_bw > /dev/null || { result SKIP link_delete "ib_write_bw not in the image"; exit $FAILED; }
-( timeout 90 taskset -c 0 ib_write_bw -d "$DEV0" -x "$GID0" -F -D 20 > $W/srv.log 2>&1; echo $? > $W/srv.rc ) &
+( timeout 90 taskset 1 ib_write_bw -d "$DEV0" -x "$GID0" -F -D 20 > $W/srv.log 2>&1; echo $? > $W/srv.rc ) &
 n=0
 # perftest's port 18515 = 0x4853 in LISTEN (0A).
 until grep -q ':4853 [0-9A-F:]* 0A' /proc/net/tcp /proc/net/tcp6 2> /dev/null; do
   n=$((n + 1)); [ $n -ge 150 ] && break; sleep 0.1
 done
-( timeout 90 taskset -c 1 ib_write_bw -d "$DEV1" -x "$GID1" -F -D 20 "$IP0" > $W/cli.log 2>&1; echo $? > $W/cli.rc ) &
+( timeout 90 taskset 2 ib_write_bw -d "$DEV1" -x "$GID1" -F -D 20 "$IP0" > $W/cli.log 2>&1; echo $? > $W/cli.rc ) &
 ( FAULT_SECS=25 timeout 90 "$BIN/faults" watch > $W/watch.log 2>&1; echo $? > $W/watch.rc ) &
 sleep 5
 echo "# faults: $NET0 down"

@@ -34,6 +34,9 @@ PROVDIR=/usr/lib/x86_64-linux-gnu/libibverbs
 # A client whose peer vanished can hang in a TCP exchange or a CQ poll: the case's own
 # timeout bounds it, and the server gets this long after the client to exit by itself.
 SERVER_GRACE=10
+# `timeout -k 5` (KILL 5 s after TERM) where the busybox has it; busybox 1.30 (Ubuntu
+# 22.04) knows only `timeout [-s SIG] SECS PROG`, and there TERM has to do.
+if timeout -k 1 5 true 2>/dev/null; then KILL_AFTER="-k 5"; else KILL_AFTER=""; fi
 export IBV_SHOW_WARNINGS=1
 PASSED=0 FAILED=0 SKIPPED=0
 # Demo mode: the heading of the next step (set by title), its number, and the exit
@@ -125,7 +128,7 @@ pair() {
   heading
   demo && printf '$ %s &    # server, vCPU 0\n$ %s    # client, vCPU 1\n' "$srv" "$cli"
   t0=$(now_cs)
-  taskset -c 0 timeout -k 5 "$TIMEOUT" $srv > "$d/server.log" 2>&1 &
+  taskset 1 timeout $KILL_AFTER "$TIMEOUT" $srv > "$d/server.log" 2>&1 &
   sp=$!
   if ! wait_server "$sp" "$lport"; then
     kill "$sp" 2>/dev/null
@@ -135,7 +138,7 @@ pair() {
     demo || show_tail server "$d/server.log"
     return
   fi
-  taskset -c 1 timeout -k 5 "$TIMEOUT" $cli > "$d/client.log" 2>&1
+  taskset 2 timeout $KILL_AFTER "$TIMEOUT" $cli > "$d/client.log" 2>&1
   crc=$?
   n=0
   while kill -0 "$sp" 2>/dev/null && [ $n -lt $((SERVER_GRACE * 10)) ]; do
@@ -178,7 +181,7 @@ single() {
   heading
   demo && printf '$ %s\n' "$*"
   t0=$(now_cs)
-  taskset -c 0 timeout -k 5 "$TIMEOUT" "$@" > "$d/out.log" 2>&1
+  taskset 1 timeout $KILL_AFTER "$TIMEOUT" "$@" > "$d/out.log" 2>&1
   rc=$?
   note=$("$check" "$d/out.log" "$rc")
   ok=$?

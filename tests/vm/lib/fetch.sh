@@ -34,7 +34,7 @@ denied() {
 
 # Ubuntu releases usable as a guest userland (never as KSUITE: the kernel stays Debian's).
 # They are what container images of PyTorch, vLLM and NCCL are built on.
-UBUNTU_SUITES=" jammy noble "
+UBUNTU_SUITES=" jammy noble resolute "
 UBUNTU_MIRROR=${UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}
 
 # ubuntu_suite SUITE: true for an Ubuntu release.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # packaging/vmtest.sh [SUITE...]: installs build/pkg's .deb with dpkg into Debian and
 # Ubuntu userlands booted on a real kernel (tests/vm; default suites: jammy bookworm noble
-# trixie sid, one VM at a time), and checks that stock ibv_devices/ibv_devinfo find rxe0/rxe1 through
+# trixie resolute sid, one VM at a time), and checks that stock ibv_devices/ibv_devinfo find rxe0/rxe1 through
 # our provider (librxe removed from the image). Result lines "--- PASS|FAIL: pkg/<suite>/<step>"
 # go to stdout and to build/pkg/vm/<suite>.out. Run `make package` first.
 set -euo pipefail
@@ -9,7 +9,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PKG_OUT=${PKG_OUT:-$REPO/build/pkg}
 suites=("$@")
-((${#suites[@]})) || suites=(jammy bookworm noble trixie sid)
+((${#suites[@]})) || suites=(jammy bookworm noble trixie resolute sid)
 for s in "${suites[@]}"; do
   [[ $s =~ ^[a-z][a-z0-9-]*$ ]] || { echo "vmtest: not a suite name: $s" >&2; exit 2; }
 done

@@ -41,16 +41,16 @@ if [[ ${SKIP_VM:-0} != 1 ]]; then
   stage "VM tests (real kernel, rdma_rxe)"
   make --no-print-directory vmtest 2>&1 | tee "$LOGS/vm.log" | grep -E '^(ok|FAIL|---|\s+--- FAIL|panic|\[vm)'
 
-  stage "stock tools through libusb4_rdma: rdma-core 39, 44, 50, 56.1, 65 (VM; writes docs/stock-tools.md)"
+  stage "stock tools through libusb4_rdma: rdma-core 39, 44, 50, 56.1, 61, 65 (VM; writes docs/stock-tools.md)"
   tests/stock/run.sh 2>&1 | tee "$LOGS/stock-tools.log" | grep -E '^(---|\[vm\] done)'
 
   stage "provider contracts through the stock libibverbs: ECE, port speed, events (VM)"
-  for u in jammy bookworm sid; do cshim/vmtest.sh "$u"; done 2>&1 | tee "$LOGS/cshim-vm.log" | grep -E '^---'
+  for u in jammy bookworm resolute sid; do cshim/vmtest.sh "$u"; done 2>&1 | tee "$LOGS/cshim-vm.log" | grep -E '^---'
 
   stage "reliability suite: bad input, churn, concurrency + sanitizers, fork, faults (VM)"
   tests/reliability/run.sh 2>&1 | tee "$LOGS/reliability.log" | grep -E '^(---|\s+--- FAIL|\[rel\])'
 
-  stage "packages installed into Debian 12, 13, unstable and Ubuntu 22.04, 24.04 userlands (VM)"
+  stage "packages installed into Debian 12, 13, unstable and Ubuntu 22.04, 24.04, 26.04 userlands (VM)"
   packaging/vmtest.sh 2>&1 | tee "$LOGS/packages-vm.log" | grep -E '^(---|\[vm\] done)'
 fi
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/stock/run.sh [USERLAND...]: runs the stock-tool matrix (ibv_* examples, perftest,
-# rping, ucx_perftest) in one VM boot per userland (default: jammy bookworm noble trixie sid) and
+# rping, ucx_perftest) in one VM boot per userland (default: jammy bookworm noble trixie
+# resolute sid) and
 # writes the pass table of each into docs/stock-tools.md (docs/stock-tools-librxe.md
 # for PROVIDER=librxe). Result lines go to stdout; exit status non-zero if any case
 # failed. Knobs and the case list: tests/stock/README.md.
@@ -81,7 +82,7 @@ write_doc() {
     awk -v d="$secdir" '/^<!-- stock:begin / { f = d "/" $3 ".md" } f { print > f } /^<!-- stock:end / { close(f); f = "" }' "$STOCK_DOC"
   fi
   for u in "${userlands[@]}"; do section "$u" > "$secdir/$u.md"; done
-  for u in jammy bookworm noble trixie sid; do [[ -f $secdir/$u.md ]] && order+=("$u"); done
+  for u in jammy bookworm noble trixie resolute sid; do [[ -f $secdir/$u.md ]] && order+=("$u"); done
   for f in "$secdir"/*.md; do
     u=${f##*/}; u=${u%.md}
     [[ " ${order[*]} " == *" $u "* ]] || order+=("$u")
@@ -133,7 +134,7 @@ main() {
   [[ $STOCK_ITERS =~ ^[1-9][0-9]*$ ]] || die "STOCK_ITERS must be a positive number"
   [[ $STOCK_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "STOCK_TIMEOUT must be a positive number of seconds"
   userlands=("$@")
-  ((${#userlands[@]})) || userlands=(jammy bookworm noble trixie sid)
+  ((${#userlands[@]})) || userlands=(jammy bookworm noble trixie resolute sid)
   local u
   for u in "${userlands[@]}"; do
     [[ $u =~ ^[a-z][a-z0-9-]*$ ]] || die "not a Debian suite name: $u"

@@ -27,14 +27,16 @@ cp "${debs[0]}" "$WORK/files/"
 # busybox's) and libc-bin (dpkg wants ldconfig in PATH). ibverbs-utils: ibv_devinfo.
 extra="dpkg tar libc-bin ibverbs-utils"
 provdir=usr/lib/x86_64-linux-gnu/libibverbs
-rc=0
+rc=0 r=0
+# Status 77 from the harness: the userland could not be fetched (its SKIP line is in
+# the output); not a failure of the package.
 for s in "${suites[@]}"; do
   echo "vmtest: $s: booting with ${debs[0]##*/}" >&2
   USERLAND=$s VM_TIMEOUT=${VM_TIMEOUT:-600} \
     VM_EXTRA_DEBS="$extra${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
     VM_EXCLUDE_GLOB="$provdir/librxe-rdmav*.so etc/libibverbs.d/rxe.driver" \
     VM_FILES="$WORK/files" VM_GUEST_SCRIPT="$REPO/packaging/vm/guest.sh" \
-    "$REPO/tests/vm/run.sh" | tee "$PKG_OUT/vm/$s.out" || rc=1
+    "$REPO/tests/vm/run.sh" | tee "$PKG_OUT/vm/$s.out" || { r=$?; ((r == 77)) || rc=1; }
 done
 outs=("${suites[@]/#/$PKG_OUT/vm/}"); outs=("${outs[@]/%/.out}")
 echo "vmtest: $(cat "${outs[@]}" | grep -c '^--- PASS' || true) passed," \

@@ -14,6 +14,8 @@ die() { log "FATAL: $*"; exit 1; }
 usage() { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 
 # run_userland U: one VM boot; its stdout (result lines) into $OUT/U.out and to ours.
+# Status 77: the harness could not fetch the userland (it printed a SKIP line); U.out,
+# and so U's section of the doc, keep the last run that did happen.
 run_userland() {
   local u=$1 rc=0
   log "$u: booting (provider $PROVIDER, VM_TIMEOUT ${VM_TIMEOUT}s)"
@@ -21,7 +23,9 @@ run_userland() {
     VM_EXTRA_DEBS="$STOCK_DEBS${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
     VM_EXCLUDE_GLOB=$exclude VM_OVERLAY=$overlay VM_FILES="$WORK/files" \
     VM_GUEST_SCRIPT="$WORK/harness/guest.sh" \
-    "$HARNESS_RUN" | tee "$OUT/$u.out" || rc=$?
+    "$HARNESS_RUN" | tee "$WORK/$u.out" || rc=$?
+  ((rc == 77)) && return 77
+  mv "$WORK/$u.out" "$OUT/$u.out"
   # What was installed, for the doc: the provider build under test (ours only).
   [[ -n $SO_DESC ]] && printf '# host: provider=%s\n' "$SO_DESC" >> "$OUT/$u.out"
   return $rc
@@ -81,7 +85,7 @@ write_doc() {
   if [[ -f $STOCK_DOC ]]; then
     awk -v d="$secdir" '/^<!-- stock:begin / { f = d "/" $3 ".md" } f { print > f } /^<!-- stock:end / { close(f); f = "" }' "$STOCK_DOC"
   fi
-  for u in "${userlands[@]}"; do section "$u" > "$secdir/$u.md"; done
+  for u in "${ran[@]}"; do section "$u" > "$secdir/$u.md"; done
   for u in jammy bookworm noble trixie resolute sid; do [[ -f $secdir/$u.md ]] && order+=("$u"); done
   for f in "$secdir"/*.md; do
     u=${f##*/}; u=${u%.md}
@@ -146,6 +150,7 @@ main() {
   # STOCK_REPORT_ONLY=1: rewrite the doc from the last runs' output, boot nothing.
   if [[ ${STOCK_REPORT_ONLY:-0} == 1 ]]; then
     for u in "${userlands[@]}"; do [[ -s $OUT/$u.out ]] || die "no earlier output $OUT/$u.out"; done
+    ran=("${userlands[@]}")
     write_doc
     return 0
   fi
@@ -175,10 +180,18 @@ main() {
   # whole guest script must fit in the VM's budget with room for boot and setup.
   : "${VM_TIMEOUT:=$((40 * (2 * STOCK_TIMEOUT + 15) + 300))}"
 
-  local failed=()
+  local failed=() skipped=() rc
+  ran=()
   for u in "${userlands[@]}"; do
-    run_userland "$u" || failed+=("$u")
+    rc=0
+    run_userland "$u" || rc=$?
+    case $rc in
+      0) ran+=("$u") ;;
+      77) skipped+=("$u") ;;
+      *) ran+=("$u"); failed+=("$u") ;;
+    esac
   done
+  ((${#skipped[@]} == 0)) || log "not run (userland not reachable): ${skipped[*]}; their sections of the doc are kept"
   write_doc
   if ((${#failed[@]})); then
     log "failures in: ${failed[*]} (details: $OUT/<userland>.out, build/vm/serial-*.log)"

@@ -4,6 +4,8 @@
 # and relays its output to stdout unchanged. Harness failures are go-test-style
 # "--- FAIL: vm/..." lines; the exit status is non-zero if anything failed.
 # Progress goes to stderr as "[vm] ..." lines. Knobs and debugging: tests/vm/README.md.
+# Exit status 77: the userland could not be fetched (an Ubuntu suite whose archive this
+# machine cannot reach); a "--- SKIP: vm/userland" line says so, and nothing booted.
 set -euo pipefail
 
 # The body is one function, called on the last line: bash then parses the whole file

@@ -93,7 +93,11 @@ apt_use() {
            -o APT::Sandbox::User=root -o Debug::NoLocking=1 -o Acquire::Retries=3)
   if [[ ! -e $d/updated || -n $(find "$d/updated" -mmin +720 2>/dev/null) ]]; then
     log "apt-get update ($suite, $(grep -o 'https\?://[^ ]*' "$d/sources.list" | head -n1))"
-    if apt-get "${APTOPTS[@]}" -qq update >&2; then
+    # apt-get update exits 0 when an index could not be fetched (a warning); for the
+    # Ubuntu suites, where that is the expected way to fail, make it an error.
+    local strict=()
+    [[ -n $kr ]] && strict=(--error-on=any)
+    if apt-get "${APTOPTS[@]}" "${strict[@]}" -qq update >&2; then
       touch "$d/updated"
     elif [[ -e $d/updated ]]; then
       log "WARN: apt-get update for $suite failed; using the lists from $(date -r "$d/updated" +%F)"

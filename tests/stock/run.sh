@@ -197,7 +197,7 @@ main() {
     log "failures in: ${failed[*]} (details: $OUT/<userland>.out, build/vm/serial-*.log)"
     exit 1
   fi
-  log "all cases passed in: ${userlands[*]}"
+  if ((${#ran[@]})); then log "all cases passed in: ${ran[*]}"; else log "no userland ran"; fi
 }
 
 main "$@"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # packaging/vmtest.sh [SUITE...]: installs build/pkg's .deb with dpkg into Debian and
 # Ubuntu userlands booted on a real kernel (tests/vm; default suites: jammy bookworm noble
-# trixie resolute sid, one VM at a time), and checks that stock ibv_devices/ibv_devinfo find rxe0/rxe1 through
-# our provider (librxe removed from the image). Result lines "--- PASS|FAIL: pkg/<suite>/<step>"
+# trixie resolute sid, one VM at a time), and checks that stock ibv_devices/ibv_devinfo
+# find rxe0/rxe1 through our provider (librxe removed from the image). Result lines "--- PASS|FAIL: pkg/<suite>/<step>"
 # go to stdout and to build/pkg/vm/<suite>.out. Run `make package` first.
 set -euo pipefail
 

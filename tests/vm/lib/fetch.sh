@@ -42,7 +42,8 @@ ubuntu_suite() { [[ $UBUNTU_SUITES == *" $1 "* ]]; }
 
 # ubuntu_keyring: the path of Ubuntu's archive keyring, taken from Debian trixie's
 # ubuntu-keyring package (bookworm has none), which apt verified against Debian's own
-# keys; cached under $VMCACHE/keyrings. Leaves APTOPTS pointing at trixie.
+# keys; cached under $VMCACHE/keyrings. Called in a subshell: its apt_use trixie does
+# not change the caller's APTOPTS.
 ubuntu_keyring() {
   local kr="$VMCACHE/keyrings/ubuntu-archive-keyring.gpg" deb tmp
   if [[ ! -s $kr ]]; then
@@ -68,7 +69,7 @@ ubuntu_keyring() {
 # rdma-core tools are in universe there), signed by Ubuntu's archive key.
 apt_use() {
   local suite=$1 d="$VMCACHE/apt/$1" kr="" s
-  ubuntu_suite "$suite" && kr=$(ubuntu_keyring)
+  if ubuntu_suite "$suite"; then kr=$(ubuntu_keyring) || exit 1; fi
   mkdir -p "$d/lists/partial" "$d/cache/archives/partial"
   {
     case $suite in

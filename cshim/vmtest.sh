@@ -2,8 +2,9 @@
 # cshim/vmtest.sh [USERLAND]: runs cshim/testdata/vmcheck.c in the VM (tests/vm; kernel
 # 6.1, Soft-RoCE) through the stock libibverbs of USERLAND (jammy = rdma-core 39,
 # bookworm = 44, noble = 50, trixie = 56.1, resolute = 61, sid = 65; default bookworm)
-# with our provider as the only one for rxe: ECE and query_port_speed errnos, the dmabuf/create_cq_ex dummies, a real
-# completion event with destroy_cq waiting for its ack, async port events.
+# with our provider as the only one for rxe: ECE and query_port_speed errnos, the
+# dmabuf/create_cq_ex dummies, a real completion event with destroy_cq waiting for its
+# ack, async port events.
 # Prints go-test-style lines; exit status non-zero if a check failed.
 set -euo pipefail
 

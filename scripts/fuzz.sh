@@ -17,7 +17,9 @@ for pkg in $(go list ./...); do
         echo "--- PASS: $name"
         break
       fi
-      printf '%s\n' "$out" | tail -30 | sed 's/^/    /'  # indented: not a result line
+      # Quoted behind "| " so that the summary does not read go test's own
+      # "--- FAIL" and "FAIL<TAB>pkg" lines in it as results.
+      printf '%s\n' "$out" | tail -30 | sed 's/^/    | /'
       # A find is written to testdata/fuzz/<Target>/<hash>: print it, so a CI log
       # alone reproduces it (go test -run "$t/<hash>" after saving the file).
       input=$(printf '%s\n' "$out" | sed -n 's/.*Failing input written to \(testdata\/fuzz\/[^ ]*\).*/\1/p' | head -1)
@@ -28,9 +30,10 @@ for pkg in $(go list ./...); do
         rc=1
         break
       fi
-      # No input written: the fuzzing engine itself failed (a worker killed or
-      # timed out on a loaded machine). That says nothing about the target, so
-      # it gets one more run; a second engine failure is reported.
+      # No input written: the fuzzing engine itself failed. Seen on a loaded
+      # machine: "--- FAIL: FuzzX (10.06s) / context deadline exceeded" right at
+      # the -fuzztime deadline, with no input. That says nothing about the
+      # target, so it gets one more run; a second engine failure is reported.
       if [[ $attempt == 2 ]]; then
         echo "--- FAIL: $name (fuzzing engine failed twice, no failing input)"
         rc=1

@@ -35,7 +35,7 @@ for pkg in $(go list ./...); do
       # the -fuzztime deadline, with no input. That says nothing about the
       # target, so it gets one more run; a second engine failure is reported.
       if [[ $attempt == 2 ]]; then
-        echo "--- FAIL: $name (fuzzing engine failed twice, no failing input)"
+        echo "--- FAIL: $name (failed twice without writing a failing input: a seed, a build or the engine; output above)"
         rc=1
       else
         echo "    $name: the fuzzing engine failed without a failing input; running it once more"

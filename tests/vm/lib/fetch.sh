@@ -95,17 +95,28 @@ apt_use() {
   if [[ ! -e $d/updated || -n $(find "$d/updated" -mmin +720 2>/dev/null) ]]; then
     log "apt-get update ($suite, $(grep -o 'https\?://[^ ]*' "$d/sources.list" | head -n1))"
     # apt-get update exits 0 when an index could not be fetched (a warning); for the
-    # Ubuntu suites, where that is the expected way to fail, make it an error.
-    local strict=()
-    [[ -n $kr ]] && strict=(--error-on=any)
+    # Ubuntu suites, where that is the expected way to fail, make it an error, with
+    # short timeouts, and remember an unreachable archive for an hour so that the
+    # many boots of one `make test` do not each wait for it again.
+    local strict=() unreachable
+    unreachable="$VMCACHE/apt/.unreachable-$(printf '%s' "$UBUNTU_MIRROR" | sha256sum | cut -c1-12)"
+    if [[ -n $kr ]]; then
+      strict=(--error-on=any -o Acquire::http::Timeout=20 -o Acquire::Retries=1)
+      if [[ ! -e $d/updated && -n $(find "$unreachable" -mmin -60 2>/dev/null) ]]; then
+        result SKIP vm/userland "$suite: the Ubuntu archive $UBUNTU_MIRROR was not reachable at $(date -r "$unreachable" +%H:%M) (retried after an hour)"
+        exit 77
+      fi
+    fi
     if apt-get "${APTOPTS[@]}" "${strict[@]}" -qq update >&2; then
       touch "$d/updated"
+      [[ -z $kr ]] || rm -f "$unreachable"
     elif [[ -e $d/updated ]]; then
       log "WARN: apt-get update for $suite failed; using the lists from $(date -r "$d/updated" +%F)"
     elif [[ -n $kr ]]; then
       # Debian's archive is what this project's machines are promised; Ubuntu's is
       # reached where the network allows. Without it the userland is not tested, and
       # says so: a SKIP line, and exit status 77 for the callers to tell apart.
+      touch "$unreachable"
       result SKIP vm/userland "$suite: the Ubuntu archive $UBUNTU_MIRROR is not reachable from this machine"
       exit 77
     else

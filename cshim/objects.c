@@ -291,8 +291,8 @@ static int usb4_poll_cq(void *ibv_cq, int ne, void *wc)
 static int usb4_poll_cq_rxe(void *ibv_cq, int ne, void *wc)
 {
 	struct usb4v_cq *eng = load_eng((void *const *)&((struct usb4_cq *)ibv_cq)->eng);
-	// One branch for the three unusual cases: under emulation (and on
-	// small cores) every taken test in this path shows in the empty poll.
+	// Bitwise | so GCC tests ne and wc in one branch (eng it tests on its
+	// own); under emulation every branch on this path shows in the empty poll.
 	if (__builtin_expect((eng == NULL) | (ne <= 0) | (wc == NULL), 0))
 		return usb4_poll_cq(ibv_cq, ne, wc);
 	return usb4v_rxe_poll_cq_fast(eng, ne, wc);

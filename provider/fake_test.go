@@ -371,6 +371,27 @@ func openFake(t *testing.T, k *fakeKernel, drv Driver) *Context {
 	return c
 }
 
+// fakeQP opens a context on k (driver rxe) and creates a PD, a 4-entry CQ
+// and a QP of typ with cp on them; the context is closed when t ends.
+func fakeQP(t *testing.T, k *fakeKernel, typ QPType, cp QPCap) *QP {
+	t.Helper()
+	c := openFake(t, k, rxe)
+	t.Cleanup(func() { c.Close() })
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(CQAttr{CQE: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := pd.CreateQP(QPInitAttr{Type: typ, SendCQ: cq, RecvCQ: cq, Cap: cp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qp
+}
+
 func (a *fakeAttr) String() string {
 	return fmt.Sprintf("attr{id %#x len %d flags %#x data %#x}", a.AttrId, a.Len, a.Flags, a.Data)
 }

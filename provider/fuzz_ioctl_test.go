@@ -201,20 +201,7 @@ func FuzzQueryQPResponse(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0xff, 1, 0x80}, 43), uint32(0xffffffff))
 	f.Fuzz(func(t *testing.T, raw []byte, mask uint32) {
 		k := newFakeKernel()
-		c := openFake(t, k, rxe)
-		defer c.Close()
-		pd, err := c.AllocPD()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cq, err := c.CreateCQ(CQAttr{CQE: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		qp := fakeQP(t, k, QPTypeUD, QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
 		r := make([]byte, 128)
 		copy(r, raw)
 		var req []byte

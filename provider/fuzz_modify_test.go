@@ -19,20 +19,7 @@ func FuzzModifyQPEncoding(f *testing.F) {
 	f.Add(uint32(0), []byte{})
 	f.Fuzz(func(t *testing.T, mask uint32, blob []byte) {
 		k := newFakeKernel()
-		c := openFake(t, k, rxe)
-		defer c.Close()
-		pd, err := c.AllocPD()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cq, err := c.CreateCQ(CQAttr{CQE: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		qp := fakeQP(t, k, QPTypeRC, QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
 		var mod uapi.IbUverbsModifyQp
 		k.writeCmd[uapi.IB_USER_VERBS_CMD_MODIFY_QP] = func(in, out []byte) error {
 			if len(in) != uapi.SizeofIbUverbsModifyQp {

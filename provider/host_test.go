@@ -206,22 +206,10 @@ func TestEPROTONOSUPPORTMarksOneMethod(t *testing.T) {
 
 func TestErrorsWrapErrnoAndNameTheVerb(t *testing.T) {
 	k := newFakeKernel()
-	c := openFake(t, k, rxe)
-	defer c.Close()
-	pd, err := c.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cq, err := c.CreateCQ(CQAttr{CQE: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq})
-	if err != nil {
-		t.Fatal(err)
-	}
+	qp := fakeQP(t, k, QPTypeRC, QPCap{})
+	pd := qp.pd
 	k.writeCmd[uapi.IB_USER_VERBS_CMD_MODIFY_QP] = func(in, out []byte) error { return unix.EINVAL }
-	err = qp.Modify(&QPAttr{State: uapi.IB_QPS_RTS}, uapi.IB_QP_STATE)
+	err := qp.Modify(&QPAttr{State: uapi.IB_QPS_RTS}, uapi.IB_QP_STATE)
 	if !errors.Is(err, unix.EINVAL) || !strings.HasPrefix(err.Error(), "provider: modify qp to RTS: ") {
 		t.Errorf("modify error %q", err)
 	}

@@ -12,6 +12,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "testdev.h"
+
 static void report(const char *what, const void *obj)
 {
 	printf("%s %s\n", what, obj ? "ok" : strerrorname_np(errno));
@@ -22,14 +24,9 @@ int main(int argc, char **argv)
 {
 	int n;
 	struct ibv_device **list = ibv_get_device_list(&n);
-	struct ibv_device *dev = NULL;
-	for (int i = 0; list && i < n; i++)
-		if (argc > 1 && strcmp(ibv_get_device_name(list[i]), argv[1]) == 0)
-			dev = list[i];
-	if (!dev) {
-		printf("no device %s\n", argc > 1 ? argv[1] : "");
+	struct ibv_device *dev = find_device(list, n, argc > 1 ? argv[1] : NULL);
+	if (!dev)
 		return 1;
-	}
 	struct ibv_context *ctx = ibv_open_device(dev);
 	report("open", ctx);
 	if (!ctx)

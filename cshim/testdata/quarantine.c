@@ -14,6 +14,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "testdev.h"
+
 static const char *err(int rc)
 {
 	return rc ? strerrorname_np(rc < 0 ? -rc : rc) : "0";
@@ -23,26 +25,17 @@ int main(int argc, char **argv)
 {
 	int n;
 	struct ibv_device **list = ibv_get_device_list(&n);
-	struct ibv_device *dev = NULL;
-	for (int i = 0; list && i < n; i++)
-		if (argc > 1 && strcmp(ibv_get_device_name(list[i]), argv[1]) == 0)
-			dev = list[i];
-	if (!dev) {
-		printf("no device %s\n", argc > 1 ? argv[1] : "");
+	struct ibv_device *dev = find_device(list, n, argc > 1 ? argv[1] : NULL);
+	if (!dev)
 		return 1;
-	}
-	struct ibv_context *ctx = ibv_open_device(dev);
-	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
-	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 4, NULL, NULL, 0) : NULL;
-	struct ibv_srq_init_attr sia = {.attr = {.max_wr = 4, .max_sge = 1}};
-	struct ibv_srq *srq = cq ? ibv_create_srq(pd, &sia) : NULL;
-	struct ibv_qp_init_attr qia = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-				       .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
-	struct ibv_qp *qp = srq ? ibv_create_qp(pd, &qia) : NULL;
-	if (!qp) {
-		printf("setup failed: %m\n");
+	struct test_objs o;
+	if (open_objects(dev, &o))
 		return 1;
-	}
+	struct ibv_context *ctx = o.ctx;
+	struct ibv_pd *pd = o.pd;
+	struct ibv_cq *cq = o.cq;
+	struct ibv_srq *srq = o.srq;
+	struct ibv_qp *qp = o.qp;
 	printf("destroy_qp %s\n", err(ibv_destroy_qp(qp)));
 	printf("destroy_srq %s\n", err(ibv_destroy_srq(srq)));
 	printf("destroy_cq %s\n", err(ibv_destroy_cq(cq)));

@@ -474,6 +474,53 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 	}
 }
 
+// TestFailingOpsSetErrno runs testdata/errnos.c against the C parts under
+// AddressSanitizer (gostub.c for Go): every int-returning control op that
+// fails returns the errno and leaves errno set to it, as rdma-core's
+// providers do (issue 12 item 13).
+func TestFailingOpsSetErrno(t *testing.T) {
+	h := setupHost(t)
+	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+		t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
+	}
+	dir := t.TempDir()
+	so, asanFlags := buildAsanShim(t, dir)
+	prog := filepath.Join(dir, "errnos")
+	if err := gcc(append(asanFlags, "-o", prog, "testdata/errnos.c", "-l:libibverbs.so.1")...); err != nil {
+		t.Fatal(err)
+	}
+	shim, err := installAs(so, dir, "usb4_asan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1",
+		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
+	_, r := listDevices(t, h, shim, prog, env, "usb4_rdma7")
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("sanitizer report:\n%s", r.stderr)
+	}
+	want := []string{
+		"query_device EOPNOTSUPP errno EOPNOTSUPP",
+		"query_port EOPNOTSUPP errno EOPNOTSUPP",
+		"modify_qp EBADF errno EBADF",
+		"query_qp EBADF errno EBADF",
+		"modify_srq EBADF errno EBADF",
+		"query_srq EBADF errno EBADF",
+		"destroy_qp EIO errno EIO",
+		"destroy_srq EIO errno EIO",
+		"destroy_cq EIO errno EIO",
+		"destroy_qp 0 errno 0",
+		"req_notify_cq_destroyed EINVAL errno EINVAL",
+		"destroy_srq 0 errno 0",
+		"destroy_cq 0 errno 0",
+		"dealloc_pd 0 errno 0",
+		"close 0 errno 0",
+	}
+	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
+		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
+	}
+}
+
 // TestDestroyWaitsForAcknowledgedEvents runs testdata/events.c against the
 // C parts under AddressSanitizer (gostub.c for Go; every destroy reports one
 // event of each kind): destroy_cq, destroy_qp and destroy_srq must block

@@ -186,6 +186,13 @@ static const struct usb4_ack_state srq_acks = {
 
 // ---- destroyed objects ----
 //
+// Order of a destroy, as rdma-core's: DESTROY in the kernel (Go; on success
+// Go disowns the engine object), wait until the application acknowledged
+// the object's events (a thread holding one may still poll, re-arm or post
+// meanwhile), retire the shell, and only then free the engine object and
+// unmap its rings (here). One owner at each step: Go until the kernel
+// destroy succeeds, objects.c after it.
+//
 // A destroyed CQ, QP or SRQ keeps its memory on its context's quarantine
 // (context.c): its Go handle is 0 (a second destroy or any control op gets
 // EBADF from Go's handle table) and its engine pointer NULL, so the data
@@ -271,9 +278,12 @@ static int usb4_destroy_cq(void *ibv_cq)
 	if (out == DESTROY_FAILED)
 		return usb4_errno(err);
 	// verbs_init_cq initialised the mutex and cond; core never destroys them.
+	struct usb4v_cq *eng = cq->eng;
 	if (out == DESTROYED)
 		wait_events_acked(cq->verbs_cq, &cq_acks, &ev);
 	retire(getptr(cq->verbs_cq, IBV_CQ_CONTEXT), &cq->go, (void **)&cq->eng, &cq->shell, USB4_SHELL_CQ);
+	if (out == DESTROYED) // Go disowned it; a gone device's stays Go's until close
+		usb4v_cq_free(eng);
 	return 0;
 }
 
@@ -407,9 +417,12 @@ static int usb4_destroy_qp(void *ibv_qp)
 	enum destroy_outcome out = destroy_outcome(err);
 	if (out == DESTROY_FAILED)
 		return usb4_errno(err);
+	struct usb4v_qp *eng = qp->eng;
 	if (out == DESTROYED)
 		wait_events_acked(qp->verbs_qp, &qp_acks, &ev);
 	retire(getptr(qp->verbs_qp, IBV_QP_CONTEXT), &qp->go, (void **)&qp->eng, &qp->shell, USB4_SHELL_QP);
+	if (out == DESTROYED) // the kernel tore its DV queue down with the QP
+		usb4v_qp_free_destroyed(eng);
 	return 0;
 }
 
@@ -493,9 +506,12 @@ static int usb4_destroy_srq(void *ibv_srq)
 	if (out == DESTROY_FAILED)
 		return usb4_errno(err);
 	// core's ibv_create_srq initialised the mutex and cond.
+	struct usb4v_srq *eng = srq->eng;
 	if (out == DESTROYED)
 		wait_events_acked(srq->ibv_srq, &srq_acks, &ev);
 	retire(getptr(srq->ibv_srq, IBV_SRQ_CONTEXT), &srq->go, (void **)&srq->eng, &srq->shell, USB4_SHELL_SRQ);
+	if (out == DESTROYED)
+		usb4v_srq_free(eng);
 	return 0;
 }
 

@@ -421,18 +421,26 @@ void usb4v_qp_set_state(struct usb4v_qp *qp, int state)
 	__atomic_store_n(&qp->state, state, __ATOMIC_RELAXED);
 }
 
-void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id)
+/* qp_release unlinks and frees a QP's engine object. destroy_queue says
+ * whether its DV queue still exists in the kernel and must be destroyed:
+ * only while the kernel QP lives. Once DESTROY_QP succeeded the kernel has
+ * torn the queue down itself (pleite-gda:kernel/ibdev.c tbv_destroy_qp) and
+ * the handle may already name a new QP, whose queue a DESTROY_QUEUE would
+ * kill. */
+static void qp_release(struct usb4v_qp *qp, uint32_t driver_id, int destroy_queue)
 {
 	if (!qp)
 		return;
 	if (qp->dv) {
-		struct usb4v_ib_uverbs_attr a = {
-			.attr_id = USB4V_USB4_RDMA_DV_ATTR_DESTROY_QUEUE_QP,
-			.flags = USB4V_UVERBS_ATTR_F_MANDATORY,
-			.data = qp->handle,
-		};
-		usb4v_uverbs_ioctl(qp->sys, qp->cmd_fd, driver_id, USB4V_USB4_RDMA_DV_OBJECT_DEVICE,
-				   USB4V_USB4_RDMA_DV_METHOD_DESTROY_QUEUE, &a, 1);
+		if (destroy_queue) {
+			struct usb4v_ib_uverbs_attr a = {
+				.attr_id = USB4V_USB4_RDMA_DV_ATTR_DESTROY_QUEUE_QP,
+				.flags = USB4V_UVERBS_ATTR_F_MANDATORY,
+				.data = qp->handle,
+			};
+			usb4v_uverbs_ioctl(qp->sys, qp->cmd_fd, driver_id, USB4V_USB4_RDMA_DV_OBJECT_DEVICE,
+					   USB4V_USB4_RDMA_DV_METHOD_DESTROY_QUEUE, &a, 1);
+		}
 		struct usb4v_cq *cq = qp->send_cq;
 		pthread_spin_lock(&cq->lock);
 		for (struct usb4v_qp **p = &cq->dv_qps; *p; p = &(*p)->dv_next) {
@@ -454,4 +462,14 @@ void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id)
 	pthread_spin_destroy(&qp->sq_lock);
 	pthread_spin_destroy(&qp->rq_lock);
 	free(qp);
+}
+
+void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id)
+{
+	qp_release(qp, driver_id, 1);
+}
+
+void usb4v_qp_free_destroyed(struct usb4v_qp *qp)
+{
+	qp_release(qp, 0, 0);
 }

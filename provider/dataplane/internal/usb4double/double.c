@@ -622,6 +622,16 @@ static void dv_drain(struct dbl *d, struct dbl_qp *qp)
 	}
 }
 
+/* The kernel's DV teardown: the generation moves on, the queue is gone. */
+static void dv_teardown(struct dbl_qp *qp)
+{
+	__atomic_store_n(USB4V_DB_CONSUMER(qp->db, generation), (uint32_t)(uint8_t)(qp->gen + 1), __ATOMIC_RELEASE);
+	qp->dv = 0;
+	qp->sq = NULL;
+	qp->dcq = NULL;
+	qp->db = NULL;
+}
+
 static int ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 {
 	return a < b + blen && b < a + alen;
@@ -722,15 +732,20 @@ static int dbl_ioctl(void *ctx, int fd, unsigned long req, void *arg)
 	case USB4V_USB4_RDMA_DV_METHOD_DESTROY_QUEUE: {
 		const struct usb4v_ib_uverbs_attr *aq = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_DESTROY_QUEUE_QP);
 		struct dbl_qp *qp = aq ? qp_get(d, (uint32_t)aq->data) : NULL;
-		if (!qp || !qp->dv) {
+		d->destroy_queues++;
+		/* As the kernel: a handle that names no QP fails the uverbs
+		 * lookup; a live QP without a queue is -ENOENT; a handle that
+		 * was freed and reused names the new QP, whose queue goes
+		 * (pleite-gda:kernel/ibdev.c DESTROY_QUEUE handler). */
+		if (!qp) {
 			rc = -EINVAL;
 			break;
 		}
-		__atomic_store_n(USB4V_DB_CONSUMER(qp->db, generation), (uint32_t)(uint8_t)(qp->gen + 1), __ATOMIC_RELEASE);
-		qp->dv = 0;
-		qp->sq = NULL;
-		qp->dcq = NULL;
-		qp->db = NULL;
+		if (!qp->dv) {
+			rc = -ENOENT;
+			break;
+		}
+		dv_teardown(qp);
 		break;
 	}
 	default:
@@ -864,6 +879,26 @@ int dbl_create_qp(struct dbl *d, uint32_t type, uint32_t send_cq, uint32_t recv_
 out:
 	pthread_mutex_unlock(&d->mu);
 	return h;
+}
+
+int dbl_destroy_qp(struct dbl *d, uint32_t h)
+{
+	pthread_mutex_lock(&d->mu);
+	struct dbl_qp *qp = qp_get(d, h);
+	int rc = qp ? 0 : -EINVAL;
+	if (qp) {
+		/* tbv_destroy_qp tears the DV queue down itself; the handle is
+		 * free for the next create_qp at once (lowest free slot, as
+		 * the uverbs core's xarray hands out ids). */
+		if (qp->dv)
+			dv_teardown(qp);
+		for (int i = 0; i < DBL_MAX_QP; i++)
+			if (d->qp[i].used && d->qp[i].peer == (int)h)
+				d->qp[i].peer = -1;
+		qp->used = 0;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return rc;
 }
 
 void dbl_connect(struct dbl *d, uint32_t a, uint32_t b)

@@ -95,6 +95,18 @@ func (d *Double) CreateQP(qpType, sendCQ, recvCQ uint32) (uint32, uint32, error)
 	return uint32(h), uint32(qpn), nil
 }
 
+// DestroyQP destroys a QP as DESTROY_QP does: its DV queue goes with it and
+// the next CreateQP may get the same handle.
+func (d *Double) DestroyQP(h uint32) error {
+	if rc := C.dbl_destroy_qp(d.d, C.uint32_t(h)); rc < 0 {
+		return fmt.Errorf("double destroy_qp: %w", unix.Errno(-rc))
+	}
+	return nil
+}
+
+// DestroyQueues counts DESTROY_QUEUE calls, failed ones included.
+func (d *Double) DestroyQueues() uint64 { return uint64(d.d.destroy_queues) }
+
 // Connect wires two QPs to each other.
 func (d *Double) Connect(a, b uint32) { C.dbl_connect(d.d, C.uint32_t(a), C.uint32_t(b)) }
 

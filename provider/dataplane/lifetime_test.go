@@ -1,0 +1,103 @@
+package dataplane
+
+import (
+	"sync"
+	"testing"
+
+	"usb4verbs/provider/dataplane/internal/usb4double"
+)
+
+// freeAfterDestroy frees a QP's engine object the way cshim's destroy_qp
+// does once the kernel QP is destroyed and its events are acknowledged
+// (objects.c calls the same usb4v_qp_free_destroyed).
+func freeAfterDestroy(qp *QP) { qp.CloseDestroyed() }
+
+// TestDVQueueSurvivesReusedHandle (issue 12 item 5): after DESTROY_QP the
+// kernel has torn the DV queue down and the next create_qp may get the same
+// handle; freeing the destroyed QP's engine object must not send
+// DESTROY_QUEUE, which would now destroy the new QP's queue.
+func TestDVQueueSurvivesReusedHandle(t *testing.T) {
+	e := newUSB4Env(t, "dv", 64)
+	if err := e.d.DestroyQP(e.hqpA); err != nil {
+		t.Fatal(err)
+	}
+	qpC, hC, _ := e.newQP(t, e.cqA, e.hcqA)
+	defer qpC.Close()
+	if hC != e.hqpA {
+		t.Fatalf("the double gave handle %d, want the freed %d reused", hC, e.hqpA)
+	}
+	if qpC.SendBackend() != BackendDV {
+		t.Fatalf("new QP not on DV: %s", qpC.FallbackReason())
+	}
+	e.d.Connect(hC, e.hqpB)
+	freeAfterDestroy(e.qpA)
+	e.qpA = nil
+	if n := e.d.DestroyQueues(); n != 0 {
+		t.Errorf("%d DESTROY_QUEUE after the kernel destroyed the QP, want 0", n)
+	}
+	if err := e.qpB.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeB(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := qpC.PostSend([]SendWR{{WrID: 7, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 16)}}}); err != nil {
+		t.Fatalf("post on the new QP: %v", err)
+	}
+	if c := pollN(t, e.cqA, 1); c[0].WrID != 7 || c[0].Status != WCSuccess {
+		t.Fatalf("new QP's send: %+v", c)
+	}
+}
+
+// TestDVCreateDestroyFromTwoThreads: two threads create DV QPs, check that
+// their queue is alive, destroy them and free their engine objects, with
+// handles reused between them all the time. No queue may die of the other
+// thread's teardown.
+func TestDVCreateDestroyFromTwoThreads(t *testing.T) {
+	d := usb4double.New()
+	defer d.Close()
+	var wg sync.WaitGroup
+	errs := make(chan string, 2)
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hcq, tail, err := d.CreateCQ(64)
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			cq, _ := NewCQ(d.Sys(), 3, hcq, 64)
+			defer cq.Close()
+			cq.TryMappedRing(tail[:], 64)
+			for i := 0; i < 300; i++ {
+				h, qpn, err := d.CreateQP(QPTypeRC, hcq, hcq)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				qp, _ := NewQP(QPConfig{Sys: d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC,
+					MaxSendSGE: 4, MaxRecvSGE: 1, SendCQ: cq, RecvCQ: cq})
+				if !qp.TryDV(0, 64, 128) {
+					errs <- "TryDV: " + qp.FallbackReason()
+					return
+				}
+				if d.DVQPState(h) == ^uint32(0) {
+					errs <- "a live QP's DV queue was destroyed by another QP's teardown"
+					qp.Close()
+					return
+				}
+				if err := d.DestroyQP(h); err != nil {
+					errs <- err.Error()
+					return
+				}
+				freeAfterDestroy(qp)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := d.DestroyQueues(); n != 0 {
+		t.Errorf("%d DESTROY_QUEUE after kernel destroys, want 0", n)
+	}
+}

@@ -162,7 +162,7 @@ func sysPtr(sys unsafe.Pointer) *C.struct_usb4v_sys {
 // CQ is a completion queue's data-path object (C memory).
 type CQ struct {
 	c  *C.struct_usb4v_cq
-	mu sync.Mutex // guards c against Close during use from Go
+	mu sync.Mutex // guards c against Close during Poll and ReqNotify from Go
 }
 
 // NewCQ creates the C object for a CQ the control path created in the
@@ -216,6 +216,12 @@ func (cq *CQ) Poll(wc []WC) (int, error) {
 	if len(wc) == 0 {
 		return 0, nil
 	}
+	// Close takes mu too: it must not free the C object under a poll.
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.c == nil {
+		return 0, errnoErr("poll cq", C.int(unix.EBADF))
+	}
 	n := C.usb4v_poll_cq(cq.c, C.int(len(wc)), (*C.struct_usb4v_ibv_wc)(unsafe.Pointer(&wc[0])))
 	if n < 0 {
 		return 0, errnoErr("poll cq", n)
@@ -228,6 +234,11 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	s := C.int(0)
 	if solicitedOnly {
 		s = 1
+	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.c == nil {
+		return errnoErr("req notify cq", C.int(unix.EBADF))
 	}
 	return errnoErr("req notify cq", C.usb4v_req_notify_cq(cq.c, s))
 }

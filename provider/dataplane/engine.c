@@ -194,6 +194,10 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 		return 0;
 	if (!cq || !wc)
 		return -EINVAL;
+	/* The backend is fixed before the CQ is handed out (attach). */
+	int kcmd = cq->backend == USB4V_BACKEND_KCMD;
+	if (kcmd)
+		pthread_mutex_lock(&cq->poll_mu);
 	pthread_spin_lock(&cq->lock);
 	int n = 0;
 	if (cq->error) {
@@ -201,6 +205,14 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 		goto out;
 	}
 	if (!cq->dv_qps) {
+		if (kcmd) {
+			/* The write() runs without the spinlock: other pollers
+			 * wait on poll_mu, and nothing else it guards is used. */
+			pthread_spin_unlock(&cq->lock);
+			n = usb4v_kcmd_poll_cq(cq, ne, wc);
+			pthread_mutex_unlock(&cq->poll_mu);
+			return n;
+		}
 		n = poll_backend(cq, ne, wc);
 		goto out;
 	}
@@ -228,6 +240,8 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	}
 out:
 	pthread_spin_unlock(&cq->lock);
+	if (kcmd)
+		pthread_mutex_unlock(&cq->poll_mu);
 	return n;
 }
 
@@ -251,6 +265,11 @@ struct usb4v_cq *usb4v_cq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t 
 	if (!cq)
 		return NULL;
 	if (pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE)) {
+		free(cq);
+		return NULL;
+	}
+	if (pthread_mutex_init(&cq->poll_mu, NULL)) {
+		pthread_spin_destroy(&cq->lock);
 		free(cq);
 		return NULL;
 	}
@@ -320,6 +339,7 @@ void usb4v_cq_free(struct usb4v_cq *cq)
 	if (cq->shm.hdr)
 		cq->sys->munmap(cq->sys->ctx, cq->shm.hdr, cq->shm.map_len);
 	free(cq->pollbuf);
+	pthread_mutex_destroy(&cq->poll_mu);
 	pthread_spin_destroy(&cq->lock);
 	free(cq);
 }

@@ -238,6 +238,10 @@ struct usb4v_cq {
 	uint32_t handle;
 	uint32_t cqe;
 	pthread_spinlock_t lock;
+	/* Serialises pollers of a kernel-command CQ, taken before lock: their
+	 * POLL_CQ write() is a whole system call, so they sleep here instead
+	 * of spinning on lock. Guards pollbuf. */
+	pthread_mutex_t poll_mu;
 	/* USB4V_CQ_SLOW_*: 0 exactly when poll_cq may take the rxe fast path
 	 * (rxe_ring.h usb4v_rxe_poll_cq_fast). Written under lock. */
 	uint32_t slow;

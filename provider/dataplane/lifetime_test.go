@@ -1,8 +1,16 @@
 package dataplane
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"usb4verbs/provider/dataplane/internal/usb4double"
 )
@@ -99,5 +107,103 @@ func TestDVCreateDestroyFromTwoThreads(t *testing.T) {
 	}
 	if n := d.DestroyQueues(); n != 0 {
 		t.Errorf("%d DESTROY_QUEUE after kernel destroys, want 0", n)
+	}
+}
+
+// threadState is the scheduler state letter of thread tid of this process
+// (R running, S sleeping, ...), from /proc.
+func threadState(t *testing.T, tid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		t.Fatalf("stat %q", b)
+	}
+	return b[i+2]
+}
+
+// TestKernelCommandPollersSleep (issue 12 item 9): while one thread's
+// POLL_CQ write is in the kernel (the double sleeps 400 ms in it), a second
+// poller of the same kernel-command CQ must sleep, not spin on the CQ's
+// spinlock for the whole system call.
+func TestKernelCommandPollersSleep(t *testing.T) {
+	e := newUSB4Env(t, "kcmd", 64)
+	e.d.SetPollDelay(400_000)
+	first := make(chan error, 1)
+	go func() {
+		var wc [4]WC
+		_, err := e.cqA.Poll(wc[:])
+		first <- err
+	}()
+	for e.d.PollsEntered() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	tidc := make(chan int)
+	var calling atomic.Bool
+	second := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tidc <- unix.Gettid()
+		var wc [4]WC
+		calling.Store(true)
+		_, err := e.cqA.Poll(wc[:])
+		second <- err
+	}()
+	tid := <-tidc
+	for !calling.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // into the C call
+	var states []byte
+	for e.d.PollsEntered() == 1 && len(states) < 20 {
+		states = append(states, threadState(t, tid))
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.d.SetPollDelay(0)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if len(states) == 0 {
+		t.Fatal("the first poll returned before the second poller could be sampled")
+	}
+	if bytes.Count(states, []byte("R")) > len(states)/2 {
+		t.Errorf("second poller's states while the first was in the kernel: %q; want it sleeping (S), not spinning (R)", states)
+	}
+}
+
+// TestGoPollWaitsForClose (issue 12 item 10): CQ.Close waits for a Poll
+// under way instead of freeing the engine object under it.
+func TestGoPollWaitsForClose(t *testing.T) {
+	e := newUSB4Env(t, "kcmd", 64)
+	e.d.SetPollDelay(200_000)
+	var polled atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		var wc [4]WC
+		_, err := e.cqA.Poll(wc[:])
+		polled.Store(true)
+		done <- err
+	}()
+	for e.d.PollsEntered() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	e.cqA.Close()
+	closedFirst := !polled.Load()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.cqA = nil
+	if closedFirst {
+		t.Error("Close returned while a Poll was inside the engine")
+	}
+	var wc [1]WC
+	if _, err := (&CQ{}).Poll(wc[:]); err == nil {
+		t.Error("Poll on a closed CQ succeeded")
 	}
 }

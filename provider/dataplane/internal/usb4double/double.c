@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "double.h"
 
@@ -477,6 +478,13 @@ static ssize_t dbl_write(void *ctx, int fd, const void *buf, size_t len)
 	const uint8_t *p = (const uint8_t *)buf + sizeof(hdr), *end = (const uint8_t *)buf + len;
 	uint32_t outlen = (uint32_t)hdr.out_words * 4;
 	int rc;
+	if (hdr.command == USB4V_IB_USER_VERBS_CMD_POLL_CQ) {
+		/* A slow kernel: the poll sleeps in the "syscall", outside d->mu. */
+		__atomic_add_fetch(&d->polls_entered, 1, __ATOMIC_SEQ_CST);
+		uint32_t us = __atomic_load_n(&d->poll_delay_us, __ATOMIC_RELAXED);
+		if (us)
+			usleep(us);
+	}
 	pthread_mutex_lock(&d->mu);
 	d->writes++;
 	switch (hdr.command) {
@@ -920,4 +928,14 @@ void dbl_flood_cq(struct dbl *d, uint32_t cq, uint32_t n)
 		cq_push(d, cq, &wc, 0);
 	}
 	pthread_mutex_unlock(&d->mu);
+}
+
+void dbl_set_poll_delay(struct dbl *d, uint32_t us)
+{
+	__atomic_store_n(&d->poll_delay_us, us, __ATOMIC_RELAXED);
+}
+
+uint64_t dbl_polls_entered(struct dbl *d)
+{
+	return __atomic_load_n(&d->polls_entered, __ATOMIC_SEQ_CST);
 }

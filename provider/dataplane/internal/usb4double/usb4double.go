@@ -107,6 +107,13 @@ func (d *Double) DestroyQP(h uint32) error {
 // DestroyQueues counts DESTROY_QUEUE calls, failed ones included.
 func (d *Double) DestroyQueues() uint64 { return uint64(d.d.destroy_queues) }
 
+// SetPollDelay makes every POLL_CQ write sleep that many microseconds before
+// it is handled, as a slow system call would.
+func (d *Double) SetPollDelay(us uint32) { C.dbl_set_poll_delay(d.d, C.uint32_t(us)) }
+
+// PollsEntered counts POLL_CQ writes that reached the double.
+func (d *Double) PollsEntered() uint64 { return uint64(C.dbl_polls_entered(d.d)) }
+
 // Connect wires two QPs to each other.
 func (d *Double) Connect(a, b uint32) { C.dbl_connect(d.d, C.uint32_t(a), C.uint32_t(b)) }
 

@@ -25,7 +25,13 @@ static ssize_t libc_write(void *ctx, int fd, const void *buf, size_t len)
 static int libc_ioctl(void *ctx, int fd, unsigned long req, void *arg)
 {
 	(void)ctx;
-	return ioctl(fd, req, arg) == 0 ? 0 : -errno;
+	/* A signal interrupting the call is no failure of the verb. */
+	for (;;) {
+		if (ioctl(fd, req, arg) == 0)
+			return 0;
+		if (errno != EINTR)
+			return -errno;
+	}
 }
 
 static int libc_mmap(void *ctx, int fd, uint64_t offset, size_t len, void **addr)

@@ -591,7 +591,7 @@ func TestConcurrentObjectsOnOneContext(t *testing.T) {
 		}
 	}
 	c.mu.Lock()
-	left, cqs, qps := len(c.objects), len(c.cqs), len(c.qps)
+	left, cqs, qps := c.objLive, len(c.cqs), len(c.qps)
 	c.mu.Unlock()
 	if left != 1 || cqs != 0 || qps != 0 {
 		t.Errorf("after create/destroy storms: %d tracked objects (want the PD), %d cqs, %d qps", left, cqs, qps)

@@ -496,6 +496,8 @@ static ssize_t dbl_write(void *ctx, int fd, const void *buf, size_t len)
 	default: rc = -EOPNOTSUPP; break;
 	}
 	pthread_mutex_unlock(&d->mu);
+	if (hdr.command == USB4V_IB_USER_VERBS_CMD_POLL_CQ)
+		__atomic_add_fetch(&d->polls_done, 1, __ATOMIC_SEQ_CST);
 	return rc < 0 ? rc : (ssize_t)len;
 }
 
@@ -938,4 +940,9 @@ void dbl_set_poll_delay(struct dbl *d, uint32_t us)
 uint64_t dbl_polls_entered(struct dbl *d)
 {
 	return __atomic_load_n(&d->polls_entered, __ATOMIC_SEQ_CST);
+}
+
+uint64_t dbl_polls_done(struct dbl *d)
+{
+	return __atomic_load_n(&d->polls_done, __ATOMIC_SEQ_CST);
 }

@@ -114,6 +114,9 @@ func (d *Double) SetPollDelay(us uint32) { C.dbl_set_poll_delay(d.d, C.uint32_t(
 // PollsEntered counts POLL_CQ writes that reached the double.
 func (d *Double) PollsEntered() uint64 { return uint64(C.dbl_polls_entered(d.d)) }
 
+// PollsDone counts POLL_CQ writes the double answered.
+func (d *Double) PollsDone() uint64 { return uint64(C.dbl_polls_done(d.d)) }
+
 // Connect wires two QPs to each other.
 func (d *Double) Connect(a, b uint32) { C.dbl_connect(d.d, C.uint32_t(a), C.uint32_t(b)) }
 

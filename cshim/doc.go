@@ -12,7 +12,7 @@
 // pair gets one line on stderr and no registration. Registration and
 // matching are C because the Go runtime is not up at constructor time.
 //
-// Matching (match.c, DESIGN.md decision 6): usb4 devices by masked node GUID,
+// Matching (match.c, DESIGN.md decision 6): usb4 devices by node GUID,
 // name prefix or Thunderbolt parent; rxe devices only when opted in with
 // USB4VERBS_CLAIM_RXE=1 or "claim_rxe yes" in /etc/usb4verbs/usb4_rdma.conf
 // (USB4VERBS_CONF overrides the path).

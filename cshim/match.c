@@ -1,5 +1,5 @@
 // Which devices this provider claims (DESIGN.md decision 6): usb4 devices by
-// masked node GUID, name prefix or Thunderbolt parent, so udev renames
+// node GUID, name prefix or Thunderbolt parent, so udev renames
 // (rocep*) and every rail and peer are claimed; rxe only when opted in.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,13 +14,16 @@
 #include "shim.h"
 
 // node_guid = 0x0200544256524253 + (backend<<56) + (peer<<24) + rail with
-// backend native 0 / Apple 1: bytes 1..3 are always 00 54 42 and the top
-// byte is 2 or 3 (hellas-ai/thunderbolt-ibverbs:kernel/ibdev.c
-// tbv_ibdev_register_one, kernel/tbv.h).
+// backend native 0 / Apple 1 (hellas-main:kernel/ibdev.c, the node_guid
+// assignment in tbv_ibdev_register_one). The addition carries into byte 3
+// from peer 0xAA on, so we subtract the base rather than mask bytes; the
+// bounds are internal/usb4guid's (peer and rail <= 0xFFFF), and cshim's
+// TestMatchGUIDWholeRange holds this function against that package.
 bool usb4_guid_is_usb4(uint64_t guid)
 {
-	uint8_t top = (uint8_t)(guid >> 56);
-	return (top == 2 || top == 3) && ((guid >> 32) & 0xffffff) == 0x005442;
+	uint64_t v = guid - UINT64_C(0x0200544256524253); // wraps below the base
+	uint64_t backend = v >> 56, peer = (v >> 24) & 0xffffffff, rail = v & 0xffffff;
+	return backend <= 1 && peer <= 0xffff && rail <= 0xffff;
 }
 
 // usb4_read_node_guid parses <ibdev_path>/node_guid ("xxxx:xxxx:xxxx:xxxx").

@@ -186,6 +186,13 @@ static const struct usb4_ack_state srq_acks = {
 
 // ---- destroyed objects ----
 //
+// Order of a destroy, as rdma-core's: DESTROY in the kernel (Go; on success
+// Go disowns the engine object), wait until the application acknowledged
+// the object's events (a thread holding one may still poll, re-arm or post
+// meanwhile), retire the shell, and only then free the engine object and
+// unmap its rings (here). One owner at each step: Go until the kernel
+// destroy succeeds, objects.c after it.
+//
 // A destroyed CQ, QP or SRQ keeps its memory on its context's quarantine
 // (context.c): its Go handle is 0 (a second destroy or any control op gets
 // EBADF from Go's handle table) and its engine pointer NULL, so the data
@@ -264,16 +271,19 @@ static int usb4_destroy_cq(void *ibv_cq)
 {
 	struct usb4_cq *cq = ibv_cq;
 	if (usb4_in_fork_child("destroy_cq"))
-		return ENOSYS;
+		return usb4_errno(ENOSYS);
 	struct usb4_event_counts ev = {0};
 	int err = usb4goDestroyCQ(cq->go, &ev);
 	enum destroy_outcome out = destroy_outcome(err);
 	if (out == DESTROY_FAILED)
-		return err;
+		return usb4_errno(err);
 	// verbs_init_cq initialised the mutex and cond; core never destroys them.
+	struct usb4v_cq *eng = cq->eng;
 	if (out == DESTROYED)
 		wait_events_acked(cq->verbs_cq, &cq_acks, &ev);
 	retire(getptr(cq->verbs_cq, IBV_CQ_CONTEXT), &cq->go, (void **)&cq->eng, &cq->shell, USB4_SHELL_CQ);
+	if (out == DESTROYED) // Go disowned it; a gone device's stays Go's until close
+		usb4v_cq_free(eng);
 	return 0;
 }
 
@@ -302,8 +312,8 @@ static int usb4_req_notify_cq(void *ibv_cq, int solicited_only)
 {
 	struct usb4v_cq *eng = load_eng((void *const *)&((struct usb4_cq *)ibv_cq)->eng);
 	if (!eng)
-		return EINVAL;
-	return usb4v_req_notify_cq(eng, solicited_only);
+		return usb4_errno(EINVAL);
+	return usb4_errno(usb4v_req_notify_cq(eng, solicited_only));
 }
 
 // ---- QP ----
@@ -360,12 +370,12 @@ static int usb4_modify_qp(void *ibv_qp, void *attr, int mask)
 {
 	struct usb4_qp *qp = ibv_qp;
 	if (!attr)
-		return EINVAL;
+		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child("modify_qp"))
-		return ENOSYS;
+		return usb4_errno(ENOSYS);
 	int err = usb4goModifyQP(qp->go, attr, mask);
 	if (err)
-		return err;
+		return usb4_errno(err);
 	// Core updates qp->state; the engine keeps its own copy (no receives in
 	// RESET on rxe).
 	if (mask & IBV_QP_ATTR_STATE)
@@ -378,14 +388,14 @@ static int usb4_query_qp(void *ibv_qp, void *attr, int mask, void *init)
 	struct usb4_qp *qp = ibv_qp;
 	struct usb4_ibv_qp_init_attr *ia = init;
 	if (!attr || !ia)
-		return EINVAL;
+		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child("query_qp"))
-		return ENOSYS;
+		return usb4_errno(ENOSYS);
 	struct usb4_ibv_qp_cap cap = {0};
 	int32_t sig_all = 0;
 	int err = usb4goQueryQP(qp->go, mask, attr, &cap, &sig_all);
 	if (err)
-		return err;
+		return usb4_errno(err);
 	memset(ia, 0, sizeof(*ia));
 	ia->qp_context = getptr(qp->verbs_qp, IBV_QP_QP_CONTEXT);
 	ia->send_cq = getptr(qp->verbs_qp, IBV_QP_SEND_CQ);
@@ -401,15 +411,18 @@ static int usb4_destroy_qp(void *ibv_qp)
 {
 	struct usb4_qp *qp = ibv_qp;
 	if (usb4_in_fork_child("destroy_qp"))
-		return ENOSYS;
+		return usb4_errno(ENOSYS);
 	struct usb4_event_counts ev = {0};
 	int err = usb4goDestroyQP(qp->go, &ev);
 	enum destroy_outcome out = destroy_outcome(err);
 	if (out == DESTROY_FAILED)
-		return err;
+		return usb4_errno(err);
+	struct usb4v_qp *eng = qp->eng;
 	if (out == DESTROYED)
 		wait_events_acked(qp->verbs_qp, &qp_acks, &ev);
 	retire(getptr(qp->verbs_qp, IBV_QP_CONTEXT), &qp->go, (void **)&qp->eng, &qp->shell, USB4_SHELL_QP);
+	if (out == DESTROYED) // the kernel tore its DV queue down with the QP
+		usb4v_qp_free_destroyed(eng);
 	return 0;
 }
 
@@ -467,35 +480,38 @@ static void *usb4_create_srq(void *ibv_pd, void *init)
 static int usb4_modify_srq(void *ibv_srq, void *attr, int mask)
 {
 	if (!attr)
-		return EINVAL;
+		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child("modify_srq"))
-		return ENOSYS;
-	return usb4goModifySRQ(((struct usb4_srq *)ibv_srq)->go, attr, mask);
+		return usb4_errno(ENOSYS);
+	return usb4_errno(usb4goModifySRQ(((struct usb4_srq *)ibv_srq)->go, attr, mask));
 }
 
 static int usb4_query_srq(void *ibv_srq, void *attr)
 {
 	if (!attr)
-		return EINVAL;
+		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child("query_srq"))
-		return ENOSYS;
-	return usb4goQuerySRQ(((struct usb4_srq *)ibv_srq)->go, attr);
+		return usb4_errno(ENOSYS);
+	return usb4_errno(usb4goQuerySRQ(((struct usb4_srq *)ibv_srq)->go, attr));
 }
 
 static int usb4_destroy_srq(void *ibv_srq)
 {
 	struct usb4_srq *srq = ibv_srq;
 	if (usb4_in_fork_child("destroy_srq"))
-		return ENOSYS;
+		return usb4_errno(ENOSYS);
 	struct usb4_event_counts ev = {0};
 	int err = usb4goDestroySRQ(srq->go, &ev);
 	enum destroy_outcome out = destroy_outcome(err);
 	if (out == DESTROY_FAILED)
-		return err;
+		return usb4_errno(err);
 	// core's ibv_create_srq initialised the mutex and cond.
+	struct usb4v_srq *eng = srq->eng;
 	if (out == DESTROYED)
 		wait_events_acked(srq->ibv_srq, &srq_acks, &ev);
 	retire(getptr(srq->ibv_srq, IBV_SRQ_CONTEXT), &srq->go, (void **)&srq->eng, &srq->shell, USB4_SHELL_SRQ);
+	if (out == DESTROYED)
+		usb4v_srq_free(eng);
 	return 0;
 }
 
@@ -536,10 +552,10 @@ static int usb4_destroy_ah(void *ibv_ah)
 {
 	struct usb4_ah *ah = ibv_ah;
 	if (usb4_in_fork_child("destroy_ah"))
-		return ENOSYS;
+		return usb4_errno(ENOSYS);
 	int err = usb4goDestroyAH(ah->go);
 	if (err)
-		return err;
+		return usb4_errno(err);
 	free(ah);
 	return 0;
 }

@@ -127,7 +127,10 @@ func destroyCQ(e *cqEntry) {
 
 // reportDestroyed hands the kernel's event counts of a destroyed CQ, QP or
 // SRQ to objects.c, which waits until the application has acknowledged as
-// many (as ibv_cmd_destroy_* do), and retires the Go handle.
+// many (as ibv_cmd_destroy_* do), and retires the Go handle. The caller then
+// disowns the engine object: objects.c frees it after that wait, in
+// rdma-core's order (destroy in the kernel, wait for the acks, unmap and
+// free), since a thread holding an event may use it until it acks.
 func reportDestroyed(h C.uintptr_t, ev provider.EventCounts, out *C.struct_usb4_event_counts) {
 	out.comp = C.uint32_t(ev.Comp)
 	out.async = C.uint32_t(ev.Async)
@@ -148,7 +151,7 @@ func usb4goDestroyCQ(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
 		return errnoOf(err) // EBUSY while QPs use it: the CQ stays usable
 	}
 	reportDestroyed(h, ev, out)
-	e.dp.Close()
+	e.dp.Disown() // objects.c frees it after the acks
 	if e.ch != nil {
 		_ = e.ch.Close()
 	}
@@ -360,7 +363,7 @@ func usb4goDestroyQP(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
 		return errnoOf(err)
 	}
 	reportDestroyed(h, ev, out)
-	e.dp.Close()
+	e.dp.Disown() // objects.c frees it after the acks, without DESTROY_QUEUE
 	return 0
 }
 
@@ -441,7 +444,7 @@ func usb4goDestroySRQ(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
 		return errnoOf(err)
 	}
 	reportDestroyed(h, ev, out)
-	e.dp.Close()
+	e.dp.Disown() // objects.c frees it after the acks
 	return 0
 }
 

@@ -462,6 +462,7 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 		"create_cq_vector-1 EINVAL",
 		"child_alloc_pd ENOSYS",
 		"child_create_cq ENOSYS",
+		"child_open_device ENOSYS", // issue 12 item 8: pinned until the Go part loads on demand
 		"child exit 0",
 		"dealloc_pd 0",
 		"close 0",
@@ -471,6 +472,53 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 	}
 	if n := strings.Count(r.stderr, "in a fork() child"); n != 1 {
 		t.Errorf("%d fork-child log lines, want 1:\n%s", n, r.stderr)
+	}
+}
+
+// TestFailingOpsSetErrno runs testdata/errnos.c against the C parts under
+// AddressSanitizer (gostub.c for Go): every int-returning control op that
+// fails returns the errno and leaves errno set to it, as rdma-core's
+// providers do (issue 12 item 13).
+func TestFailingOpsSetErrno(t *testing.T) {
+	h := setupHost(t)
+	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+		t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
+	}
+	dir := t.TempDir()
+	so, asanFlags := buildAsanShim(t, dir)
+	prog := filepath.Join(dir, "errnos")
+	if err := gcc(append(asanFlags, "-o", prog, "testdata/errnos.c", "-l:libibverbs.so.1")...); err != nil {
+		t.Fatal(err)
+	}
+	shim, err := installAs(so, dir, "usb4_asan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1",
+		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
+	_, r := listDevices(t, h, shim, prog, env, "usb4_rdma7")
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("sanitizer report:\n%s", r.stderr)
+	}
+	want := []string{
+		"query_device EOPNOTSUPP errno EOPNOTSUPP",
+		"query_port EOPNOTSUPP errno EOPNOTSUPP",
+		"modify_qp EBADF errno EBADF",
+		"query_qp EBADF errno EBADF",
+		"modify_srq EBADF errno EBADF",
+		"query_srq EBADF errno EBADF",
+		"destroy_qp EIO errno EIO",
+		"destroy_srq EIO errno EIO",
+		"destroy_cq EIO errno EIO",
+		"destroy_qp 0 errno 0",
+		"req_notify_cq_destroyed EINVAL errno EINVAL",
+		"destroy_srq 0 errno 0",
+		"destroy_cq 0 errno 0",
+		"dealloc_pd 0 errno 0",
+		"close 0 errno 0",
+	}
+	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
+		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
 	}
 }
 
@@ -531,6 +579,53 @@ func TestDestroyWaitsForAcknowledgedEvents(t *testing.T) {
 		if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
 			t.Errorf("%s: got:\n%s\nwant:\n%s\nstderr:\n%s", c.mode, r.stdout, strings.Join(want, "\n"), r.stderr)
 		}
+	}
+}
+
+// TestDataOpsWhileDestroyWaits runs testdata/events.c in "dataops" mode
+// against the C parts under AddressSanitizer, with engine objects behind
+// every CQ, QP and SRQ (gostub.c, USB4_STUB_ENGINE=1): while destroy_qp,
+// destroy_srq and destroy_cq wait for the acknowledgements, the thread that
+// holds the events posts, polls and re-arms. The engine must live until the
+// wait is over (issue 12 item 1): ASan reports a use after free otherwise.
+func TestDataOpsWhileDestroyWaits(t *testing.T) {
+	h := setupHost(t)
+	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+		t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
+	}
+	dir := t.TempDir()
+	so, asanFlags := buildAsanShim(t, dir)
+	prog := filepath.Join(dir, "events")
+	if err := gcc(append(asanFlags, "-o", prog, "testdata/events.c", "-l:libibverbs.so.1", "-lpthread")...); err != nil {
+		t.Fatal(err)
+	}
+	shim, err := installAs(so, dir, "usb4_asan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1",
+		"USB4_STUB_EVENTS=1", "USB4_STUB_ENGINE=1",
+		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
+	_, r := listDevices(t, h, shim, prog, env, "usb4_rdma7", "dataops")
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("sanitizer report:\n%s", r.stderr)
+	}
+	want := []string{
+		"qp before_acks blocked",
+		"qp during_destroy post_send 0 post_recv 0",
+		"qp destroy 0",
+		"srq before_acks blocked",
+		"srq during_destroy post_srq_recv 0",
+		"srq destroy 0",
+		"cq before_acks blocked",
+		"cq during_destroy poll 0 req_notify 0",
+		"cq after_comp_ack blocked",
+		"cq destroy 0",
+		"dealloc_pd 0",
+		"close 0",
+	}
+	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
+		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
 	}
 }
 

@@ -49,6 +49,16 @@ static void put_u32(void *obj, size_t off, uint32_t v)
 	memcpy((char *)obj + off, &v, sizeof(v));
 }
 
+// usb4_errno: int-returning ops that fail also leave errno set to the code
+// they return. rdma-core's providers do so in effect (their failing system
+// call set it), and programs that report with perror or %m rely on it.
+int usb4_errno(int err)
+{
+	if (err)
+		errno = err;
+	return err;
+}
+
 // query_device_ex(ctx, input, attr, attr_size): ibv_query_device passes
 // attr_size 232 (only orig_attr); never write past attr_size.
 static int usb4_query_device_ex(void *ibv_ctx, const void *input, void *attr, size_t attr_size)
@@ -58,13 +68,13 @@ static int usb4_query_device_ex(void *ibv_ctx, const void *input, void *attr, si
 	(void)input;
 
 	if (!attr || attr_size < sizeof(a))
-		return EINVAL;
+		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child("query_device"))
-		return ENOSYS;
+		return usb4_errno(ENOSYS);
 	memset(&a, 0, sizeof(a));
 	int err = usb4goQueryDevice(usb4_ctx_handle(ibv_ctx), &a, &cap_ex);
 	if (err)
-		return err;
+		return usb4_errno(err);
 	memset(attr, 0, attr_size);
 	memcpy(attr, &a, sizeof(a));
 	if (attr_size >= DEVICE_ATTR_EX_CAP_FLAGS_EX + sizeof(uint64_t))
@@ -82,13 +92,13 @@ static int usb4_query_port(void *ibv_ctx, uint8_t port, void *attr)
 	size_t n = usb4_abi_get()->port_attr_size;
 
 	if (!attr)
-		return EINVAL;
+		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child("query_port"))
-		return ENOSYS;
+		return usb4_errno(ENOSYS);
 	memset(&a, 0, sizeof(a));
 	int err = usb4goQueryPort(usb4_ctx_handle(ibv_ctx), port, &a);
 	if (err)
-		return err;
+		return usb4_errno(err);
 	memcpy(attr, &a, n < sizeof(a) ? n : sizeof(a));
 	return 0;
 }
@@ -120,10 +130,10 @@ static int usb4_dealloc_pd(void *ibv_pd)
 {
 	struct usb4_pd *pd = ibv_pd;
 	if (usb4_in_fork_child("dealloc_pd"))
-		return ENOSYS;
+		return usb4_errno(ENOSYS);
 	int err = usb4goDeallocPD(pd->go);
 	if (err)
-		return err;
+		return usb4_errno(err);
 	free(pd);
 	return 0;
 }
@@ -162,10 +172,10 @@ static int usb4_dereg_mr(void *verbs_mr)
 {
 	struct usb4_mr *mr = verbs_mr;
 	if (usb4_in_fork_child("dereg_mr"))
-		return ENOSYS;
+		return usb4_errno(ENOSYS);
 	int err = usb4goDeregMR(mr->go);
 	if (err)
-		return err;
+		return usb4_errno(err);
 	free(mr);
 	return 0;
 }

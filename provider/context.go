@@ -31,7 +31,9 @@ type Context struct {
 
 	mu         sync.Mutex
 	closed     bool
-	objects    []object         // live objects, creation order
+	objects    []object         // tracked objects in creation order; nil where untracked
+	objIndex   map[object]int   // position of each tracked object in objects
+	objLive    int              // tracked objects (non-nil entries of objects)
 	cqs        map[uint64]*CQ   // by user handle, for completion and async events
 	qps        map[uint64]*QP   // by user handle, for async events
 	srqs       map[uint64]*SRQ  // by user handle, for async events
@@ -349,14 +351,35 @@ func (c *Context) lock(verb string) error {
 	return nil
 }
 
-func (c *Context) track(o object) { c.objects = append(c.objects, o) }
+// track and untrack are O(1) amortised: an application may hold 100,000 MRs.
+func (c *Context) track(o object) {
+	if c.objIndex == nil {
+		c.objIndex = make(map[object]int)
+	}
+	c.objIndex[o] = len(c.objects)
+	c.objects = append(c.objects, o)
+	c.objLive++
+}
 
 func (c *Context) untrack(o object) {
-	for i, x := range c.objects {
-		if x == o {
-			c.objects = append(c.objects[:i], c.objects[i+1:]...)
-			return
+	i, ok := c.objIndex[o]
+	if !ok {
+		return
+	}
+	delete(c.objIndex, o)
+	c.objects[i] = nil
+	c.objLive--
+	if len(c.objects) > 64 && c.objLive < len(c.objects)/2 {
+		// Compact, keeping creation order (Close's teardown order).
+		kept := c.objects[:0]
+		for _, x := range c.objects {
+			if x != nil {
+				c.objIndex[x] = len(kept)
+				kept = append(kept, x)
+			}
 		}
+		clear(c.objects[len(kept):])
+		c.objects = kept
 	}
 }
 
@@ -386,7 +409,7 @@ func (c *Context) Close() error {
 	for rank := rankAH; rank <= rankCompChannel; rank++ {
 		for i := len(c.objects) - 1; i >= 0; i-- {
 			o := c.objects[i]
-			if o.destroyRank() != rank {
+			if o == nil || o.destroyRank() != rank {
 				continue
 			}
 			if err := o.destroyLocked(); err != nil {
@@ -394,7 +417,7 @@ func (c *Context) Close() error {
 			}
 		}
 	}
-	c.objects = nil
+	c.objects, c.objIndex, c.objLive = nil, nil, 0
 	for _, m := range c.maps {
 		if err := c.cmd.sys.Munmap(m); err != nil {
 			errs = append(errs, fmt.Errorf("munmap: %w", wrapErrno(err)))

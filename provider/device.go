@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"usb4verbs/internal/usb4guid"
 	"usb4verbs/rdmanl"
 	"usb4verbs/uapi"
 )
@@ -58,17 +59,11 @@ type DeviceInfo struct {
 	FromSysfs  bool // netlink was unavailable; found the way libibverbs' sysfs scan does
 }
 
-// usb4 node GUID: bytes 1..3 are 00 54 42 and the top byte is 2 (native) or
-// 3 (Apple backend); the low 32 bits vary with peer and rail
-// (usb4-kernel-and-consumers.md §1.1, hellas-ai/thunderbolt-ibverbs:kernel/ibdev.c).
-const (
-	usb4GUIDMask  = 0x00FFFFFF00000000
-	usb4GUIDValue = 0x0000544200000000
-)
-
+// isUSB4GUID: the module derives every device's node GUID from peer and rail
+// by an addition that carries (internal/usb4guid).
 func isUSB4GUID(guid uint64) bool {
-	top := guid >> 56
-	return guid&usb4GUIDMask == usb4GUIDValue && (top == 2 || top == 3)
+	_, ok := usb4guid.Decode(guid)
+	return ok
 }
 
 // classifyDriver picks the backend from the kernel's driver id, the node GUID

@@ -63,8 +63,8 @@
 //     rxe_create_ah_resp. The mmap info is kept on the objects (RxeQueue,
 //     RxeQueues) for the data path; MapCmdFD maps a ring and the context
 //     unmaps it at the latest on Close.
-//   - usb4 (node GUID bytes 1..3 00 54 42 with top byte 2 or 3, or a name
-//     starting usb4_rdma/usb4_apple): plain generic uverbs, no driver input,
+//   - usb4 (the module's node GUID, decoded by internal/usb4guid, or a
+//     name starting usb4_rdma/usb4_apple): plain generic uverbs, no driver input,
 //     driver id RDMA_DRIVER_UNKNOWN. The kernel has no SRQ and rejects AHs
 //     from userspace (both surface as kernel errnos / ErrNotSupported).
 //     create_cq reserves a driver response tail (usb4CQOfferLen) in which the

@@ -410,10 +410,12 @@ func TestClassifyDriver(t *testing.T) {
 	}{
 		{"rxe0", 0xa4a4a4fffec152f8, uapi.RDMA_DRIVER_RXE, DriverRXE},
 		{"rocep5s0f0", 0x0200544256524253, 0, DriverUSB4},  // native, peer 0 rail 0, renamed by udev
-		{"anything", 0x0200544212345678, 0, DriverUSB4},    // other peer/rail
-		{"anything", 0x0300544200000001, 0, DriverUSB4},    // Apple backend
-		{"anything", 0x0100544200000001, 0, DriverGeneric}, // wrong top byte
-		{"anything", 0x0200544300000001, 0, DriverGeneric}, // wrong magic
+		{"anything", 0x0200544268524255, 0, DriverUSB4},    // peer 0x12, rail 2
+		{"anything", 0x0200544300524253, 0, DriverUSB4},    // peer 0xAA: byte 3 carried
+		{"anything", 0x0300544256524254, 0, DriverUSB4},    // Apple backend, rail 1
+		{"anything", 0x0100544256524253, 0, DriverGeneric}, // wrong top byte
+		{"anything", 0x0200544300000001, 0, DriverGeneric}, // rail 0xADBDAE: not the module's
+		{"anything", 0x0200544200000001, 0, DriverGeneric}, // below the base
 		{"usb4_rdma3", 0, 0, DriverUSB4},                   // name fallback
 		{"usb4_apple0", 0, 0, DriverUSB4},                  // name fallback
 		{"mlx5_0", 0x0200544256524253, 5, DriverUSB4},      // GUID wins over an unknown id
@@ -589,7 +591,7 @@ func TestConcurrentObjectsOnOneContext(t *testing.T) {
 		}
 	}
 	c.mu.Lock()
-	left, cqs, qps := len(c.objects), len(c.cqs), len(c.qps)
+	left, cqs, qps := c.objLive, len(c.cqs), len(c.qps)
 	c.mu.Unlock()
 	if left != 1 || cqs != 0 || qps != 0 {
 		t.Errorf("after create/destroy storms: %d tracked objects (want the PD), %d cqs, %d qps", left, cqs, qps)

@@ -38,12 +38,25 @@ func (realSys) Open(path string, flags int) (int, error) {
 
 func (realSys) Close(fd int) error { return unix.Close(fd) }
 
-func (realSys) Ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
+// rawIoctl is the system call under realSys.Ioctl (a variable so that a test
+// can interrupt it).
+var rawIoctl = func(fd int, req uintptr, arg unsafe.Pointer) unix.Errno {
 	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, uintptr(arg))
-	if e != 0 {
-		return e
+	return e
+}
+
+// Ioctl retries on EINTR, as rdma-core's command path does: a signal that
+// interrupts a uverbs ioctl is no failure of the verb.
+func (realSys) Ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
+	for {
+		switch e := rawIoctl(fd, req, arg); e {
+		case 0:
+			return nil
+		case unix.EINTR:
+		default:
+			return e
+		}
 	}
-	return nil
 }
 
 func (realSys) Write(fd int, p []byte) (int, error) {

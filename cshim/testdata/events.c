@@ -6,7 +6,13 @@
 // and after each acknowledgement but the last the program prints whether the
 // destroy is still blocked; then it prints the destroy's return value.
 //
-//   events DEVICE [normal|eio|disassoc]
+// With "dataops" (and USB4_STUB_ENGINE=1, so objects have engines), the
+// thread holding the unacknowledged events uses the object while the destroy
+// waits, as rping's and UCX's event threads do at shutdown: a CQ is polled
+// and re-armed, a QP posted to, an SRQ reposted; the engine must still be
+// there (issue 12 item 1; ASan reports a use after free otherwise).
+//
+//   events DEVICE [normal|eio|disassoc|dataops]
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
@@ -68,6 +74,29 @@ static void ack_async(enum ibv_event_type type, void *obj)
 	ibv_ack_async_event(&ev);
 }
 
+static int dataops;
+
+// use_object runs the data ops of obj's kind and prints their results.
+static void use_object(const char *name, int kind, void *obj)
+{
+	static char buf[8];
+	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = sizeof(buf), .lkey = 1};
+	struct ibv_recv_wr rwr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1}, *rbad = NULL;
+	struct ibv_send_wr swr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND}, *sbad = NULL;
+	struct ibv_wc wc[2];
+	switch (kind) {
+	case KIND_CQ:
+		printf("%s during_destroy poll %d req_notify %d\n", name, ibv_poll_cq(obj, 2, wc), ibv_req_notify_cq(obj, 0));
+		break;
+	case KIND_QP:
+		printf("%s during_destroy post_send %d post_recv %d\n", name, ibv_post_send(obj, &swr, &sbad),
+		       ibv_post_recv(obj, &rwr, &rbad));
+		break;
+	default:
+		printf("%s during_destroy post_srq_recv %d\n", name, ibv_post_srq_recv(obj, &rwr, &rbad));
+	}
+}
+
 // Destroys obj on a thread and reports whether the destroy blocked. Only a
 // blocked destroy gets the acknowledgements (acking a freed object would be a
 // use after free).
@@ -80,6 +109,8 @@ static int run(const char *name, int kind, void *obj)
 	const char *state = blocked(&d);
 	printf("%s before_acks %s\n", name, state);
 	if (strcmp(state, "blocked") == 0) {
+		if (dataops)
+			use_object(name, kind, obj);
 		if (kind == KIND_CQ) {
 			ibv_ack_cq_events(obj, 1);
 			printf("%s after_comp_ack %s\n", name, blocked(&d));
@@ -125,6 +156,7 @@ int main(int argc, char **argv)
 	struct ibv_srq *srq = o.srq;
 	struct ibv_qp *qp = o.qp;
 	const char *mode = argc > 2 ? argv[2] : "normal";
+	dataops = strcmp(mode, "dataops") == 0;
 	if (run_mode(mode, "qp", KIND_QP, qp) || run_mode(mode, "srq", KIND_SRQ, srq) || run_mode(mode, "cq", KIND_CQ, cq))
 		return 1;
 	printf("dealloc_pd %d\n", ibv_dealloc_pd(pd));

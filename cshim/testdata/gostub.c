@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "../shim.h"
+#include "engine.h"
 
 int usb4goOpenContext(char *ibdev_name, int cmd_fd, int kind, uint32_t driver_id, uint64_t node_guid,
 		      struct usb4_open_info *info)
@@ -95,27 +96,97 @@ int usb4goDeregMR(uintptr_t mr)
 
 // Objects: every create fails, as without a kernel, unless
 // USB4_STUB_OBJ_OK=1: then CQs, QPs and SRQs are heap handles (a missing
-// destroy leaks) without an engine object, and their destroys report
-// USB4_STUB_EVENTS events of each kind (default 0). Destroy of an unknown
-// handle is EBADF, as in the Go handle table.
+// destroy leaks), and their destroys report USB4_STUB_EVENTS events of each
+// kind (default 0). Destroy of an unknown handle is EBADF, as in the Go
+// handle table. With USB4_STUB_ENGINE=1 each object also gets a data-path
+// engine object on kernel commands, whose system calls (stub_sys) succeed:
+// then posts, polls and re-arms run in the real engine.
+struct stub_obj {
+	int kind; // 0 CQ, 1 QP, 2 SRQ
+	void *eng;
+};
+
+static ssize_t stub_write(void *ctx, int fd, const void *buf, size_t len)
+{
+	(void)ctx, (void)fd, (void)buf;
+	return (ssize_t)len; // POLL_CQ: count stays 0; posts and re-arms succeed
+}
+
+static int stub_ioctl(void *ctx, int fd, unsigned long req, void *arg)
+{
+	(void)ctx, (void)fd, (void)req, (void)arg;
+	return -EOPNOTSUPP;
+}
+
+static int stub_mmap(void *ctx, int fd, uint64_t off, size_t len, void **addr)
+{
+	(void)ctx, (void)fd, (void)off, (void)len, (void)addr;
+	return -ENODEV;
+}
+
+static int stub_munmap(void *ctx, void *addr, size_t len)
+{
+	(void)ctx, (void)addr, (void)len;
+	return 0;
+}
+
+static const struct usb4v_sys stub_sys = {
+	.write = stub_write, .ioctl = stub_ioctl, .mmap = stub_mmap, .munmap = stub_munmap,
+};
+
 static uint32_t stub_events(void)
 {
 	const char *v = getenv("USB4_STUB_EVENTS");
 	return v ? (uint32_t)strtoul(v, NULL, 10) : 0;
 }
 
-static int stub_obj(struct usb4_obj_info *out, uint32_t num)
+static void *stub_engine(uintptr_t h)
+{
+	return h ? ((struct stub_obj *)h)->eng : NULL;
+}
+
+static int stub_obj(struct usb4_obj_info *out, int kind, uint32_t num, const struct usb4_qp_req *req)
 {
 	if (!getenv("USB4_STUB_OBJ_OK"))
 		return EOPNOTSUPP;
-	void *h = malloc(16);
-	if (!h)
+	struct stub_obj *o = calloc(1, sizeof(*o));
+	if (!o)
 		return ENOMEM;
-	out->go = (uintptr_t)h;
+	o->kind = kind;
+	if (getenv("USB4_STUB_ENGINE")) {
+		if (kind == 0)
+			o->eng = usb4v_cq_new(&stub_sys, -1, 1, num);
+		else if (kind == 1)
+			o->eng = usb4v_qp_new(&stub_sys, -1, 1, num, USB4V_QPT_RC, 0, 1, 1, 0,
+					      stub_engine(req->send_cq), stub_engine(req->recv_cq),
+					      stub_engine(req->srq));
+		else
+			o->eng = usb4v_srq_new(&stub_sys, -1, 1, 1);
+		if (!o->eng) {
+			free(o);
+			return ENOMEM;
+		}
+	}
+	out->go = (uintptr_t)o;
 	out->handle = 1;
 	out->num = num;
-	out->eng = NULL;
+	out->eng = o->eng;
 	return 0;
+}
+
+// The engine object of an object whose destroy failed for good (a gone
+// device): Go keeps it until the context closes; on a successful destroy Go
+// disowns it and objects.c frees it after the acks.
+static void stub_free_engine(struct stub_obj *o)
+{
+	if (!o->eng)
+		return;
+	if (o->kind == 0)
+		usb4v_cq_free(o->eng);
+	else if (o->kind == 1)
+		usb4v_qp_free(o->eng, 0);
+	else
+		usb4v_srq_free(o->eng);
 }
 
 // USB4_STUB_DESTROY_EIO=1 plays a disassociated device: destroys fail with
@@ -126,12 +197,15 @@ static int stub_destroy(uintptr_t h, struct usb4_event_counts *ev, bool comp)
 {
 	if (!getenv("USB4_STUB_OBJ_OK") || !h)
 		return EBADF;
+	struct stub_obj *o = (struct stub_obj *)h;
 	if (getenv("USB4_STUB_DESTROY_EIO")) {
-		if (getenv("RDMAV_ALLOW_DISASSOC_DESTROY"))
-			free((void *)h);
+		if (getenv("RDMAV_ALLOW_DISASSOC_DESTROY")) {
+			stub_free_engine(o);
+			free(o);
+		}
 		return EIO;
 	}
-	free((void *)h);
+	free(o); // the engine is objects.c's now
 	ev->comp = comp ? stub_events() : 0;
 	ev->async = stub_events();
 	return 0;
@@ -141,7 +215,7 @@ int usb4goCreateCQ(uintptr_t ctx, int cqe, int channel_fd, int comp_vector, uint
 		   struct usb4_obj_info *out)
 {
 	(void)ctx, (void)channel_fd, (void)comp_vector, (void)user_handle;
-	return stub_obj(out, (uint32_t)cqe);
+	return stub_obj(out, 0, (uint32_t)cqe, NULL);
 }
 
 int usb4goDestroyCQ(uintptr_t cq, struct usb4_event_counts *ev)
@@ -151,8 +225,8 @@ int usb4goDestroyCQ(uintptr_t cq, struct usb4_event_counts *ev)
 
 int usb4goCreateQP(uintptr_t pd, struct usb4_qp_req *req, struct usb4_obj_info *out)
 {
-	(void)pd, (void)req;
-	return stub_obj(out, 42);
+	(void)pd;
+	return stub_obj(out, 1, 42, req);
 }
 
 int usb4goModifyQP(uintptr_t qp, struct usb4_ibv_qp_attr *attr, int mask)
@@ -176,7 +250,7 @@ int usb4goDestroyQP(uintptr_t qp, struct usb4_event_counts *ev)
 int usb4goCreateSRQ(uintptr_t pd, uint64_t user_handle, struct usb4_ibv_srq_attr *attr, struct usb4_obj_info *out)
 {
 	(void)pd, (void)user_handle, (void)attr;
-	return stub_obj(out, 0);
+	return stub_obj(out, 2, 0, NULL);
 }
 
 int usb4goModifySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr, int mask)

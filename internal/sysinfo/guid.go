@@ -4,23 +4,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-)
 
-// USB4 node GUID layout, as thunderbolt_ibverbs builds it:
-// node_guid = 0x0200544256524253 + (backend<<56) + (peer<<24) + rail
-// (hellas-ai/thunderbolt-ibverbs:kernel/ibdev.c tbv_ibdev_register_one,
-// kernel/tbv.h). Bytes 1..3 (00 54 42) never change; the top byte is
-// 2 + backend.
-const (
-	usb4GUIDBase      = 0x0200544256524253
-	usb4GUIDFixedMask = 0x00FFFFFF00000000
-	usb4GUIDFixed     = 0x0000544200000000
+	"usb4verbs/internal/usb4guid"
 )
 
 // Backends of a usb4 device (the "backend" term of the GUID).
 const (
-	BackendNative = 0
-	BackendApple  = 1
+	BackendNative = usb4guid.BackendNative
+	BackendApple  = usb4guid.BackendApple
 )
 
 // USB4Identity is what a usb4_rdma node GUID encodes.
@@ -34,23 +25,15 @@ type USB4Identity struct {
 }
 
 // DecodeUSB4GUID decodes a usb4_rdma node GUID (host-order value of the
-// big-endian GUID). ok is false for any other GUID.
+// big-endian GUID; the layout is internal/usb4guid's). ok is false for any
+// other GUID.
 func DecodeUSB4GUID(guid uint64) (id USB4Identity, ok bool) {
-	if guid&usb4GUIDFixedMask != usb4GUIDFixed {
+	g, ok := usb4guid.Decode(guid)
+	if !ok {
 		return id, false
 	}
-	top := guid >> 56
-	if top != 2 && top != 3 {
-		return id, false
-	}
-	backend := top - 2
-	v := guid - usb4GUIDBase - backend<<56
-	id.Peer = uint32(v >> 24)
-	id.Rail = uint32(v & 0xFFFFFF)
-	if v>>24 > 0xFFFFFFFF {
-		return USB4Identity{}, false
-	}
-	if backend == BackendApple {
+	id.Peer, id.Rail = g.Peer, g.Rail
+	if g.Backend == BackendApple {
 		id.Backend, id.AppleSlot = "apple", true
 	} else {
 		id.Backend = "native"
@@ -60,7 +43,7 @@ func DecodeUSB4GUID(guid uint64) (id USB4Identity, ok bool) {
 
 // EncodeUSB4GUID is the inverse of DecodeUSB4GUID.
 func EncodeUSB4GUID(backend int, peer, rail uint32) uint64 {
-	return usb4GUIDBase + uint64(backend)<<56 + uint64(peer)<<24 + uint64(rail)
+	return usb4guid.Encode(uint32(backend), peer, rail)
 }
 
 // ParseGUID parses a sysfs GUID ("0200:5442:5652:4253") or a plain hex

@@ -23,10 +23,11 @@ func TestDecodeUSB4GUID(t *testing.T) {
 		{0x0300544256524253, true, "apple", 0, 0},
 		{EncodeUSB4GUID(BackendNative, 3, 2), true, "native", 3, 2},
 		{EncodeUSB4GUID(BackendApple, 1, 0), true, "apple", 1, 0},
-		{0x0400544256524253, false, "", 0, 0}, // top byte 4
-		{0x0200544356524253, false, "", 0, 0}, // byte 3 changed
-		{0x0200544200000000, false, "", 0, 0}, // below the base
-		{0xe41d2d0300fa1b20, false, "", 0, 0}, // a ConnectX GUID
+		{0x0400544256524253, false, "", 0, 0},               // top byte 4
+		{0x0200544356524253, true, "native", 0x100, 0},      // byte 3 carried: peer 256
+		{0x0200544256524253 + 0x10000<<24, false, "", 0, 0}, // peer past usb4guid.MaxPeer
+		{0x0200544200000000, false, "", 0, 0},               // below the base
+		{0xe41d2d0300fa1b20, false, "", 0, 0},               // a ConnectX GUID
 		{0, false, "", 0, 0},
 	}
 	for _, c := range cases {
@@ -226,4 +227,26 @@ func FuzzParseGUID(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDecodeUSB4GUIDWholeRange: every peer (issue 12 item 11: from 0xAA on
+// the GUID's byte 3 carries) and the rails that matter, on both backends.
+func TestDecodeUSB4GUIDWholeRange(t *testing.T) {
+	bad := 0
+	for backend := 0; backend <= BackendApple; backend++ {
+		for peer := uint32(0); peer <= 0xFFFF; peer++ {
+			for _, rail := range []uint32{0, 1, 3, 0xAD} {
+				g := EncodeUSB4GUID(backend, peer, rail)
+				id, ok := DecodeUSB4GUID(g)
+				if !ok || id.Peer != peer || id.Rail != rail || id.AppleSlot != (backend == BackendApple) {
+					if bad++; bad <= 10 {
+						t.Errorf("DecodeUSB4GUID(%#016x) = %+v, %v; want peer %#x rail %#x", g, id, ok, peer, rail)
+					}
+				}
+			}
+		}
+	}
+	if bad > 10 {
+		t.Errorf("... %d mismatches in all", bad)
+	}
 }

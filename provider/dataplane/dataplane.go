@@ -162,7 +162,7 @@ func sysPtr(sys unsafe.Pointer) *C.struct_usb4v_sys {
 // CQ is a completion queue's data-path object (C memory).
 type CQ struct {
 	c  *C.struct_usb4v_cq
-	mu sync.Mutex // guards c against Close during use from Go
+	mu sync.Mutex // guards c against Close during Poll and ReqNotify from Go
 }
 
 // NewCQ creates the C object for a CQ the control path created in the
@@ -216,6 +216,12 @@ func (cq *CQ) Poll(wc []WC) (int, error) {
 	if len(wc) == 0 {
 		return 0, nil
 	}
+	// Close takes mu too: it must not free the C object under a poll.
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.c == nil {
+		return 0, errnoErr("poll cq", C.int(unix.EBADF))
+	}
 	n := C.usb4v_poll_cq(cq.c, C.int(len(wc)), (*C.struct_usb4v_ibv_wc)(unsafe.Pointer(&wc[0])))
 	if n < 0 {
 		return 0, errnoErr("poll cq", n)
@@ -229,11 +235,26 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if solicitedOnly {
 		s = 1
 	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.c == nil {
+		return errnoErr("req notify cq", C.int(unix.EBADF))
+	}
 	return errnoErr("req notify cq", C.usb4v_req_notify_cq(cq.c, s))
 }
 
 // CPtr is the struct usb4v_cq * for cshim's ops table.
 func (cq *CQ) CPtr() unsafe.Pointer { return unsafe.Pointer(cq.c) }
+
+// Disown gives the C object up without freeing it: after a successful
+// kernel destroy, cshim's objects.c owns it, and frees it with
+// usb4v_cq_free once the application acknowledged the CQ's events (a thread
+// holding one may still poll and re-arm until then). Close is then a no-op.
+func (cq *CQ) Disown() {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	cq.c = nil
+}
 
 // Close frees the C object (and unmaps rings the engine mapped). The kernel
 // CQ must already be destroyed or about to be; QPs using it go first.
@@ -275,6 +296,13 @@ func (s *SRQ) PostRecv(wrs []RecvWR) error {
 
 // CPtr is the struct usb4v_srq * for cshim.
 func (s *SRQ) CPtr() unsafe.Pointer { return unsafe.Pointer(s.c) }
+
+// Disown gives the C object up without freeing it (see CQ.Disown; objects.c
+// frees it with usb4v_srq_free).
+func (s *SRQ) Disown() {
+	s.c = nil
+	s.scratch.free()
+}
 
 // Close frees the C object.
 func (s *SRQ) Close() {
@@ -479,7 +507,28 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 	})
 }
 
-// Close tears down the DV queue (if any) and frees the C object.
+// Disown gives the C object up without freeing it (see CQ.Disown; objects.c
+// frees it with usb4v_qp_free_destroyed, which sends no DESTROY_QUEUE).
+func (qp *QP) Disown() {
+	qp.c = nil
+	qp.send.free()
+	qp.recv.free()
+}
+
+// CloseDestroyed frees the C object of a QP whose kernel object is already
+// destroyed. The kernel tore its DV queue down with it, and the handle may
+// already be another QP's, so no DESTROY_QUEUE is sent.
+func (qp *QP) CloseDestroyed() {
+	if qp.c != nil {
+		C.usb4v_qp_free_destroyed(qp.c)
+		qp.c = nil
+	}
+	qp.send.free()
+	qp.recv.free()
+}
+
+// Close tears down the DV queue (if any) and frees the C object, while the
+// kernel QP still exists (use CloseDestroyed after its destroy).
 func (qp *QP) Close() {
 	if qp.c != nil {
 		C.usb4v_qp_free(qp.c, C.uint32_t(qp.driverID))

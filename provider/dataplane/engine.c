@@ -25,7 +25,13 @@ static ssize_t libc_write(void *ctx, int fd, const void *buf, size_t len)
 static int libc_ioctl(void *ctx, int fd, unsigned long req, void *arg)
 {
 	(void)ctx;
-	return ioctl(fd, req, arg) == 0 ? 0 : -errno;
+	/* A signal interrupting the call is no failure of the verb. */
+	for (;;) {
+		if (ioctl(fd, req, arg) == 0)
+			return 0;
+		if (errno != EINTR)
+			return -errno;
+	}
 }
 
 static int libc_mmap(void *ctx, int fd, uint64_t offset, size_t len, void **addr)
@@ -194,6 +200,10 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 		return 0;
 	if (!cq || !wc)
 		return -EINVAL;
+	/* The backend is fixed before the CQ is handed out (attach). */
+	int kcmd = cq->backend == USB4V_BACKEND_KCMD;
+	if (kcmd)
+		pthread_mutex_lock(&cq->poll_mu);
 	pthread_spin_lock(&cq->lock);
 	int n = 0;
 	if (cq->error) {
@@ -201,6 +211,14 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 		goto out;
 	}
 	if (!cq->dv_qps) {
+		if (kcmd) {
+			/* The write() runs without the spinlock: other pollers
+			 * wait on poll_mu, and nothing else it guards is used. */
+			pthread_spin_unlock(&cq->lock);
+			n = usb4v_kcmd_poll_cq(cq, ne, wc);
+			pthread_mutex_unlock(&cq->poll_mu);
+			return n;
+		}
 		n = poll_backend(cq, ne, wc);
 		goto out;
 	}
@@ -228,6 +246,8 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	}
 out:
 	pthread_spin_unlock(&cq->lock);
+	if (kcmd)
+		pthread_mutex_unlock(&cq->poll_mu);
 	return n;
 }
 
@@ -251,6 +271,11 @@ struct usb4v_cq *usb4v_cq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t 
 	if (!cq)
 		return NULL;
 	if (pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE)) {
+		free(cq);
+		return NULL;
+	}
+	if (pthread_mutex_init(&cq->poll_mu, NULL)) {
+		pthread_spin_destroy(&cq->lock);
 		free(cq);
 		return NULL;
 	}
@@ -320,6 +345,7 @@ void usb4v_cq_free(struct usb4v_cq *cq)
 	if (cq->shm.hdr)
 		cq->sys->munmap(cq->sys->ctx, cq->shm.hdr, cq->shm.map_len);
 	free(cq->pollbuf);
+	pthread_mutex_destroy(&cq->poll_mu);
 	pthread_spin_destroy(&cq->lock);
 	free(cq);
 }
@@ -421,18 +447,26 @@ void usb4v_qp_set_state(struct usb4v_qp *qp, int state)
 	__atomic_store_n(&qp->state, state, __ATOMIC_RELAXED);
 }
 
-void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id)
+/* qp_release unlinks and frees a QP's engine object. destroy_queue says
+ * whether its DV queue still exists in the kernel and must be destroyed:
+ * only while the kernel QP lives. Once DESTROY_QP succeeded the kernel has
+ * torn the queue down itself (pleite-gda:kernel/ibdev.c tbv_destroy_qp) and
+ * the handle may already name a new QP, whose queue a DESTROY_QUEUE would
+ * kill. */
+static void qp_release(struct usb4v_qp *qp, uint32_t driver_id, int destroy_queue)
 {
 	if (!qp)
 		return;
 	if (qp->dv) {
-		struct usb4v_ib_uverbs_attr a = {
-			.attr_id = USB4V_USB4_RDMA_DV_ATTR_DESTROY_QUEUE_QP,
-			.flags = USB4V_UVERBS_ATTR_F_MANDATORY,
-			.data = qp->handle,
-		};
-		usb4v_uverbs_ioctl(qp->sys, qp->cmd_fd, driver_id, USB4V_USB4_RDMA_DV_OBJECT_DEVICE,
-				   USB4V_USB4_RDMA_DV_METHOD_DESTROY_QUEUE, &a, 1);
+		if (destroy_queue) {
+			struct usb4v_ib_uverbs_attr a = {
+				.attr_id = USB4V_USB4_RDMA_DV_ATTR_DESTROY_QUEUE_QP,
+				.flags = USB4V_UVERBS_ATTR_F_MANDATORY,
+				.data = qp->handle,
+			};
+			usb4v_uverbs_ioctl(qp->sys, qp->cmd_fd, driver_id, USB4V_USB4_RDMA_DV_OBJECT_DEVICE,
+					   USB4V_USB4_RDMA_DV_METHOD_DESTROY_QUEUE, &a, 1);
+		}
 		struct usb4v_cq *cq = qp->send_cq;
 		pthread_spin_lock(&cq->lock);
 		for (struct usb4v_qp **p = &cq->dv_qps; *p; p = &(*p)->dv_next) {
@@ -454,4 +488,14 @@ void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id)
 	pthread_spin_destroy(&qp->sq_lock);
 	pthread_spin_destroy(&qp->rq_lock);
 	free(qp);
+}
+
+void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id)
+{
+	qp_release(qp, driver_id, 1);
+}
+
+void usb4v_qp_free_destroyed(struct usb4v_qp *qp)
+{
+	qp_release(qp, 0, 0);
 }

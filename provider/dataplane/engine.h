@@ -238,6 +238,10 @@ struct usb4v_cq {
 	uint32_t handle;
 	uint32_t cqe;
 	pthread_spinlock_t lock;
+	/* Serialises pollers of a kernel-command CQ, taken before lock: their
+	 * POLL_CQ write() is a whole system call, so they sleep here instead
+	 * of spinning on lock. Guards pollbuf. */
+	pthread_mutex_t poll_mu;
 	/* USB4V_CQ_SLOW_*: 0 exactly when poll_cq may take the rxe fast path
 	 * (rxe_ring.h usb4v_rxe_poll_cq_fast). Written under lock. */
 	uint32_t slow;
@@ -336,8 +340,12 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps,
 		    uint32_t sq_entries, uint32_t cq_entries);
 void usb4v_qp_set_state(struct usb4v_qp *qp, int state);
-/* Detach (DESTROY_QUEUE, unmap, unlink) and free. */
+/* Detach (DESTROY_QUEUE, unmap, unlink) and free, while the kernel QP lives
+ * (or with the whole context going away). */
 void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id);
+/* The same after a successful DESTROY_QP: no DESTROY_QUEUE (the kernel tore
+ * the queue down, and the handle may already be another QP's). */
+void usb4v_qp_free_destroyed(struct usb4v_qp *qp);
 
 const char *usb4v_backend_name(int backend);
 

@@ -95,6 +95,8 @@ write_doc() {
     done
     printf '\n'
     table "${outs[@]}"
+    # Hand-kept table of the issue 12 defects and their tests.
+    [[ ! -s $RELDIR/defects-fixed.md ]] || { printf '\n'; cat "$RELDIR/defects-fixed.md"; }
   } > "$doc.tmp"
   mv "$doc.tmp" "$doc"
   log "wrote ${doc#"$REPO"/}"

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "double.h"
 
@@ -477,6 +478,13 @@ static ssize_t dbl_write(void *ctx, int fd, const void *buf, size_t len)
 	const uint8_t *p = (const uint8_t *)buf + sizeof(hdr), *end = (const uint8_t *)buf + len;
 	uint32_t outlen = (uint32_t)hdr.out_words * 4;
 	int rc;
+	if (hdr.command == USB4V_IB_USER_VERBS_CMD_POLL_CQ) {
+		/* A slow kernel: the poll sleeps in the "syscall", outside d->mu. */
+		__atomic_add_fetch(&d->polls_entered, 1, __ATOMIC_SEQ_CST);
+		uint32_t us = __atomic_load_n(&d->poll_delay_us, __ATOMIC_RELAXED);
+		if (us)
+			usleep(us);
+	}
 	pthread_mutex_lock(&d->mu);
 	d->writes++;
 	switch (hdr.command) {
@@ -488,6 +496,8 @@ static ssize_t dbl_write(void *ctx, int fd, const void *buf, size_t len)
 	default: rc = -EOPNOTSUPP; break;
 	}
 	pthread_mutex_unlock(&d->mu);
+	if (hdr.command == USB4V_IB_USER_VERBS_CMD_POLL_CQ)
+		__atomic_add_fetch(&d->polls_done, 1, __ATOMIC_SEQ_CST);
 	return rc < 0 ? rc : (ssize_t)len;
 }
 
@@ -622,6 +632,16 @@ static void dv_drain(struct dbl *d, struct dbl_qp *qp)
 	}
 }
 
+/* The kernel's DV teardown: the generation moves on, the queue is gone. */
+static void dv_teardown(struct dbl_qp *qp)
+{
+	__atomic_store_n(USB4V_DB_CONSUMER(qp->db, generation), (uint32_t)(uint8_t)(qp->gen + 1), __ATOMIC_RELEASE);
+	qp->dv = 0;
+	qp->sq = NULL;
+	qp->dcq = NULL;
+	qp->db = NULL;
+}
+
 static int ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 {
 	return a < b + blen && b < a + alen;
@@ -722,15 +742,20 @@ static int dbl_ioctl(void *ctx, int fd, unsigned long req, void *arg)
 	case USB4V_USB4_RDMA_DV_METHOD_DESTROY_QUEUE: {
 		const struct usb4v_ib_uverbs_attr *aq = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_DESTROY_QUEUE_QP);
 		struct dbl_qp *qp = aq ? qp_get(d, (uint32_t)aq->data) : NULL;
-		if (!qp || !qp->dv) {
+		d->destroy_queues++;
+		/* As the kernel: a handle that names no QP fails the uverbs
+		 * lookup; a live QP without a queue is -ENOENT; a handle that
+		 * was freed and reused names the new QP, whose queue goes
+		 * (pleite-gda:kernel/ibdev.c DESTROY_QUEUE handler). */
+		if (!qp) {
 			rc = -EINVAL;
 			break;
 		}
-		__atomic_store_n(USB4V_DB_CONSUMER(qp->db, generation), (uint32_t)(uint8_t)(qp->gen + 1), __ATOMIC_RELEASE);
-		qp->dv = 0;
-		qp->sq = NULL;
-		qp->dcq = NULL;
-		qp->db = NULL;
+		if (!qp->dv) {
+			rc = -ENOENT;
+			break;
+		}
+		dv_teardown(qp);
 		break;
 	}
 	default:
@@ -866,6 +891,26 @@ out:
 	return h;
 }
 
+int dbl_destroy_qp(struct dbl *d, uint32_t h)
+{
+	pthread_mutex_lock(&d->mu);
+	struct dbl_qp *qp = qp_get(d, h);
+	int rc = qp ? 0 : -EINVAL;
+	if (qp) {
+		/* tbv_destroy_qp tears the DV queue down itself; the handle is
+		 * free for the next create_qp at once (lowest free slot, as
+		 * the uverbs core's xarray hands out ids). */
+		if (qp->dv)
+			dv_teardown(qp);
+		for (int i = 0; i < DBL_MAX_QP; i++)
+			if (d->qp[i].used && d->qp[i].peer == (int)h)
+				d->qp[i].peer = -1;
+		qp->used = 0;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
+
 void dbl_connect(struct dbl *d, uint32_t a, uint32_t b)
 {
 	pthread_mutex_lock(&d->mu);
@@ -885,4 +930,19 @@ void dbl_flood_cq(struct dbl *d, uint32_t cq, uint32_t n)
 		cq_push(d, cq, &wc, 0);
 	}
 	pthread_mutex_unlock(&d->mu);
+}
+
+void dbl_set_poll_delay(struct dbl *d, uint32_t us)
+{
+	__atomic_store_n(&d->poll_delay_us, us, __ATOMIC_RELAXED);
+}
+
+uint64_t dbl_polls_entered(struct dbl *d)
+{
+	return __atomic_load_n(&d->polls_entered, __ATOMIC_SEQ_CST);
+}
+
+uint64_t dbl_polls_done(struct dbl *d)
+{
+	return __atomic_load_n(&d->polls_done, __ATOMIC_SEQ_CST);
 }

@@ -56,6 +56,10 @@ struct dbl {
 	int dv_stale_next;
 	uint8_t next_gen;
 	uint64_t writes, ioctls, kicks, mmaps;
+	uint64_t destroy_queues; /* DESTROY_QUEUE calls, failed ones included */
+	uint32_t poll_delay_us;  /* POLL_CQ sleeps this long, as a slow syscall */
+	uint64_t polls_entered;  /* POLL_CQ writes that reached the double */
+	uint64_t polls_done;     /* ... and that it answered */
 };
 
 struct dbl *dbl_new(void);
@@ -63,6 +67,11 @@ void dbl_free(struct dbl *d);
 int dbl_reg_mr(struct dbl *d, uint64_t addr, uint64_t len, uint32_t access, uint32_t *lkey, uint32_t *rkey);
 int dbl_create_cq(struct dbl *d, uint32_t cqe, struct usb4v_tbv_uresp_create_cq *tail);
 int dbl_create_qp(struct dbl *d, uint32_t type, uint32_t send_cq, uint32_t recv_cq, uint32_t *qpn);
+/* DESTROY_QP: tears the QP's DV queue down with it; the handle is reused. */
+int dbl_destroy_qp(struct dbl *d, uint32_t h);
+void dbl_set_poll_delay(struct dbl *d, uint32_t us);
+uint64_t dbl_polls_entered(struct dbl *d);
+uint64_t dbl_polls_done(struct dbl *d);
 void dbl_connect(struct dbl *d, uint32_t a, uint32_t b);
 /* Produces n dummy completions into a CQ, as a flood from the wire would. */
 void dbl_flood_cq(struct dbl *d, uint32_t cq, uint32_t n);

@@ -95,6 +95,28 @@ func (d *Double) CreateQP(qpType, sendCQ, recvCQ uint32) (uint32, uint32, error)
 	return uint32(h), uint32(qpn), nil
 }
 
+// DestroyQP destroys a QP as DESTROY_QP does: its DV queue goes with it and
+// the next CreateQP may get the same handle.
+func (d *Double) DestroyQP(h uint32) error {
+	if rc := C.dbl_destroy_qp(d.d, C.uint32_t(h)); rc < 0 {
+		return fmt.Errorf("double destroy_qp: %w", unix.Errno(-rc))
+	}
+	return nil
+}
+
+// DestroyQueues counts DESTROY_QUEUE calls, failed ones included.
+func (d *Double) DestroyQueues() uint64 { return uint64(d.d.destroy_queues) }
+
+// SetPollDelay makes every POLL_CQ write sleep that many microseconds before
+// it is handled, as a slow system call would.
+func (d *Double) SetPollDelay(us uint32) { C.dbl_set_poll_delay(d.d, C.uint32_t(us)) }
+
+// PollsEntered counts POLL_CQ writes that reached the double.
+func (d *Double) PollsEntered() uint64 { return uint64(C.dbl_polls_entered(d.d)) }
+
+// PollsDone counts POLL_CQ writes the double answered.
+func (d *Double) PollsDone() uint64 { return uint64(C.dbl_polls_done(d.d)) }
+
 // Connect wires two QPs to each other.
 func (d *Double) Connect(a, b uint32) { C.dbl_connect(d.d, C.uint32_t(a), C.uint32_t(b)) }
 

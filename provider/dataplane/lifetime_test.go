@@ -1,0 +1,207 @@
+package dataplane
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"usb4verbs/provider/dataplane/internal/usb4double"
+)
+
+// freeAfterDestroy frees a QP's engine object the way cshim's destroy_qp
+// does once the kernel QP is destroyed and its events are acknowledged
+// (objects.c calls the same usb4v_qp_free_destroyed).
+func freeAfterDestroy(qp *QP) { qp.CloseDestroyed() }
+
+// TestDVQueueSurvivesReusedHandle (issue 12 item 5): after DESTROY_QP the
+// kernel has torn the DV queue down and the next create_qp may get the same
+// handle; freeing the destroyed QP's engine object must not send
+// DESTROY_QUEUE, which would now destroy the new QP's queue.
+func TestDVQueueSurvivesReusedHandle(t *testing.T) {
+	e := newUSB4Env(t, "dv", 64)
+	if err := e.d.DestroyQP(e.hqpA); err != nil {
+		t.Fatal(err)
+	}
+	qpC, hC, _ := e.newQP(t, e.cqA, e.hcqA)
+	defer qpC.Close()
+	if hC != e.hqpA {
+		t.Fatalf("the double gave handle %d, want the freed %d reused", hC, e.hqpA)
+	}
+	if qpC.SendBackend() != BackendDV {
+		t.Fatalf("new QP not on DV: %s", qpC.FallbackReason())
+	}
+	e.d.Connect(hC, e.hqpB)
+	freeAfterDestroy(e.qpA)
+	e.qpA = nil
+	if n := e.d.DestroyQueues(); n != 0 {
+		t.Errorf("%d DESTROY_QUEUE after the kernel destroyed the QP, want 0", n)
+	}
+	if err := e.qpB.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeB(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := qpC.PostSend([]SendWR{{WrID: 7, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 16)}}}); err != nil {
+		t.Fatalf("post on the new QP: %v", err)
+	}
+	if c := pollN(t, e.cqA, 1); c[0].WrID != 7 || c[0].Status != WCSuccess {
+		t.Fatalf("new QP's send: %+v", c)
+	}
+}
+
+// TestDVCreateDestroyFromTwoThreads: two threads create DV QPs, check that
+// their queue is alive, destroy them and free their engine objects, with
+// handles reused between them all the time. No queue may die of the other
+// thread's teardown.
+func TestDVCreateDestroyFromTwoThreads(t *testing.T) {
+	d := usb4double.New()
+	defer d.Close()
+	var wg sync.WaitGroup
+	errs := make(chan string, 2)
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hcq, tail, err := d.CreateCQ(64)
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			cq, _ := NewCQ(d.Sys(), 3, hcq, 64)
+			defer cq.Close()
+			cq.TryMappedRing(tail[:], 64)
+			for i := 0; i < 300; i++ {
+				h, qpn, err := d.CreateQP(QPTypeRC, hcq, hcq)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				qp, _ := NewQP(QPConfig{Sys: d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC,
+					MaxSendSGE: 4, MaxRecvSGE: 1, SendCQ: cq, RecvCQ: cq})
+				if !qp.TryDV(0, 64, 128) {
+					errs <- "TryDV: " + qp.FallbackReason()
+					return
+				}
+				if d.DVQPState(h) == ^uint32(0) {
+					errs <- "a live QP's DV queue was destroyed by another QP's teardown"
+					qp.Close()
+					return
+				}
+				if err := d.DestroyQP(h); err != nil {
+					errs <- err.Error()
+					return
+				}
+				freeAfterDestroy(qp)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := d.DestroyQueues(); n != 0 {
+		t.Errorf("%d DESTROY_QUEUE after kernel destroys, want 0", n)
+	}
+}
+
+// threadState is the scheduler state letter of thread tid of this process
+// (R running, S sleeping, ...), from /proc.
+func threadState(t *testing.T, tid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		t.Fatalf("stat %q", b)
+	}
+	return b[i+2]
+}
+
+// TestKernelCommandPollersSleep (issue 12 item 9): while one thread's
+// POLL_CQ write is in the kernel (the double sleeps 400 ms in it), a second
+// poller of the same kernel-command CQ must sleep, not spin on the CQ's
+// spinlock for the whole system call.
+func TestKernelCommandPollersSleep(t *testing.T) {
+	e := newUSB4Env(t, "kcmd", 64)
+	e.d.SetPollDelay(400_000)
+	first := make(chan error, 1)
+	go func() {
+		var wc [4]WC
+		_, err := e.cqA.Poll(wc[:])
+		first <- err
+	}()
+	for e.d.PollsEntered() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	tidc := make(chan int)
+	var calling atomic.Bool
+	second := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tidc <- unix.Gettid()
+		var wc [4]WC
+		calling.Store(true)
+		_, err := e.cqA.Poll(wc[:])
+		second <- err
+	}()
+	tid := <-tidc
+	for !calling.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // into the C call
+	var states []byte
+	for e.d.PollsEntered() == 1 && len(states) < 20 {
+		states = append(states, threadState(t, tid))
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.d.SetPollDelay(0)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if len(states) == 0 {
+		t.Fatal("the first poll returned before the second poller could be sampled")
+	}
+	if bytes.Count(states, []byte("R")) > len(states)/2 {
+		t.Errorf("second poller's states while the first was in the kernel: %q; want it sleeping (S), not spinning (R)", states)
+	}
+}
+
+// TestGoPollWaitsForClose (issue 12 item 10): CQ.Close waits for a Poll
+// under way instead of freeing the engine object under it.
+func TestGoPollWaitsForClose(t *testing.T) {
+	e := newUSB4Env(t, "kcmd", 64)
+	e.d.SetPollDelay(200_000)
+	done := make(chan error, 1)
+	go func() {
+		var wc [4]WC
+		_, err := e.cqA.Poll(wc[:])
+		done <- err
+	}()
+	for e.d.PollsEntered() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	e.cqA.Close()
+	closedFirst := e.d.PollsDone() == 0 // the poll was still in the "kernel"
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.cqA = nil
+	if closedFirst {
+		t.Error("Close returned while a Poll was inside the engine")
+	}
+	var wc [1]WC
+	if _, err := (&CQ{}).Poll(wc[:]); err == nil {
+		t.Error("Poll on a closed CQ succeeded")
+	}
+}

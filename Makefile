@@ -12,7 +12,7 @@ BUILD := build
 # binaries on the host and runs them inside the VM (tests/vm).
 VM_TEST_PKGS := ./tests/vm/selftest ./rdmanl ./provider ./provider/dataplane ./cmd/ibvinfo
 
-.PHONY: all build deps lint unittest vmtest test demo bench package clean
+.PHONY: all build deps lint unittest vmtest test demo bench bench-docs docs package clean
 all: build
 
 # The provider users install, and the diagnostics CLI. Go's build cache makes
@@ -56,8 +56,18 @@ package: deps build
 	@packaging/build.sh
 
 # Benchmarks: Go micro-benchmarks on the host, then ours vs librxe in one VM boot.
+# Output under build/bench only; bench-docs promotes those results to
+# tests/bench/results and regenerates docs/benchmarks.md.
 bench: deps build
 	@scripts/bench.sh
+
+bench-docs:
+	@scripts/bench.sh docs
+
+# The committed stock-tool and reliability docs, from the outputs the last
+# `make test` (or tests/stock, tests/reliability runs) left under build/.
+docs:
+	@scripts/docs.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -8,12 +8,15 @@ import "C"
 
 import (
 	"encoding/binary"
+	"fmt"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"usb4verbs/provider"
 	"usb4verbs/provider/dataplane"
+	"usb4verbs/uapi"
 )
 
 // The Go side of a CQ, QP and SRQ: the kernel object (provider) and the data
@@ -411,7 +414,24 @@ func usb4goModifySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr, mask C.int
 		return C.int(unix.EBADF)
 	}
 	a := provider.SRQAttr{MaxWR: uint32(attr.max_wr), MaxSGE: uint32(attr.max_sge), Limit: uint32(attr.srq_limit)}
-	return errnoOf(e.srq.Modify(a, uint32(mask)))
+	if uint32(mask)&uapi.IB_SRQ_MAX_WR == 0 {
+		return errnoOf(e.srq.Modify(a, uint32(mask)))
+	}
+	// A resize: rxe moves the queue to a new ring, and the posters with it.
+	var modified bool
+	err := e.dp.Resize(func() (uint64, uint32, error) {
+		if err := e.srq.Modify(a, uint32(mask)); err != nil {
+			return 0, 0, err
+		}
+		modified = true
+		mi, _ := e.srq.RxeQueue()
+		return mi.Offset, mi.Size, nil
+	})
+	if err != nil && modified {
+		fmt.Fprintf(os.Stderr, "libusb4_rdma: modify_srq: the kernel resized SRQ %d but its new ring is unusable (%v); posting to it fails from now on\n",
+			e.srq.Handle(), err)
+	}
+	return errnoOf(err)
 }
 
 //export usb4goQuerySRQ

@@ -4,7 +4,8 @@
 # bookworm = 44, noble = 50, trixie = 56.1, resolute = 61, sid = 65; default bookworm)
 # with our provider as the only one for rxe: ECE and query_port_speed errnos, the
 # dmabuf/create_cq_ex dummies, a real completion event with destroy_cq waiting for its
-# ack, async port events.
+# ack, async port events; then cshim/testdata/srqresize.c (ibv_modify_srq growing an
+# SRQ under traffic).
 # Prints go-test-style lines; exit status non-zero if a check failed.
 set -euo pipefail
 
@@ -24,6 +25,7 @@ main() {
   (cd "$repo" && go build -buildmode=c-shared -o "$work/libusb4_rdma.so" ./cshim)
   mkdir -p "$work/files" "$work/overlay/$provdir" "$work/overlay/etc/libibverbs.d" "$work/overlay/etc/usb4verbs"
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$work/files/vmcheck" "$repo/cshim/testdata/vmcheck.c" -libverbs
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/srqresize" "$repo/cshim/testdata/srqresize.c" -libverbs
 
   # The provider as packaging installs it (one file, a name per PABI), the
   # .driver file, and the rxe opt-in (cshim/README.md).
@@ -34,7 +36,10 @@ main() {
 
   cat > "$work/vmcheck.sh" <<'GUEST'
 #!/bin/sh
-exec /opt/usb4verbs/vmcheck "$USB4VERBS_DEV0" "$USB4VERBS_DEV1" "$USB4VERBS_NETDEV1"
+rc=0
+/opt/usb4verbs/vmcheck "$USB4VERBS_DEV0" "$USB4VERBS_DEV1" "$USB4VERBS_NETDEV1" || rc=1
+/opt/usb4verbs/srqresize "$USB4VERBS_DEV0" "$USB4VERBS_GID0" || rc=1
+exit $rc
 GUEST
 
   # The harness as committed: others edit tests/vm while runs are under way.

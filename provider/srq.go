@@ -29,6 +29,7 @@ type SRQ struct {
 	userHandle uint64
 	attr       SRQAttr // as granted at creation
 	driverResp []byte
+	ring       *uapi.Mminfo // rxe: the ring since the last resize (under ctx.mu)
 	destroyed  bool
 }
 
@@ -102,8 +103,17 @@ func (srq *SRQ) PD() *PD { return srq.pd }
 // DriverResp is the raw driver response of create_srq (rxe: rxe_create_srq_resp).
 func (srq *SRQ) DriverResp() []byte { return srq.driverResp }
 
-// RxeQueue returns the mmap info of an rxe SRQ's ring.
-func (srq *SRQ) RxeQueue() (uapi.Mminfo, bool) { return rxeMminfo(srq.pd.ctx, srq.driverResp, 0) }
+// RxeQueue returns the mmap info of an rxe SRQ's current ring: create_srq's,
+// or the one the last resize (Modify with IB_SRQ_MAX_WR) moved it to.
+func (srq *SRQ) RxeQueue() (uapi.Mminfo, bool) {
+	c := srq.pd.ctx
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if srq.ring != nil {
+		return *srq.ring, true
+	}
+	return rxeMminfo(c, srq.driverResp, 0)
+}
 
 func (srq *SRQ) lock(verb string) error {
 	if srq == nil || srq.pd == nil {
@@ -120,7 +130,9 @@ func (srq *SRQ) lock(verb string) error {
 }
 
 // Modify changes the SRQ's limit (uapi.IB_SRQ_LIMIT) and/or size
-// (uapi.IB_SRQ_MAX_WR) (MODIFY_SRQ write command).
+// (uapi.IB_SRQ_MAX_WR) (MODIFY_SRQ write command). On rxe a resize moves the
+// queue to a new ring, which RxeQueue describes afterwards; a data path on
+// the old ring must move with it (dataplane.SRQ.Resize runs Modify for that).
 func (srq *SRQ) Modify(attr SRQAttr, mask uint32) error {
 	const verb = "modify srq"
 	if err := srq.lock(verb); err != nil {
@@ -129,16 +141,23 @@ func (srq *SRQ) Modify(attr SRQAttr, mask uint32) error {
 	defer srq.pd.ctx.mu.Unlock()
 	req := uapi.IbUverbsModifySrq{SrqHandle: srq.handle, AttrMask: mask, MaxWr: attr.MaxWR, SrqLimit: attr.Limit}
 	w := &writeCmd{cmd: uapi.IB_USER_VERBS_CMD_MODIFY_SRQ, in: bytesOf(&req)}
+	var mi *uapi.Mminfo
 	if srq.pd.ctx.info.Driver.Kind == DriverRXE {
 		// rxe_modify_srq insists on rxe_modify_srq_cmd: the address where
-		// it writes the resized ring's mmap info.
-		mi := new(uapi.Mminfo)
+		// it writes the resized ring's mmap info
+		// (linux:drivers/infiniband/sw/rxe/rxe_srq.c rxe_srq_from_attr).
+		mi = new(uapi.Mminfo)
 		cmd := uapi.RxeModifySrqCmd{MmapInfoAddr: uint64(addrOf(bytesOf(mi)))}
 		w.uhwIn = bytesOf(&cmd)
 		w.pin = [][]byte{bytesOf(mi)}
 	}
 	if err := srq.pd.ctx.cmd.execWrite(w); err != nil {
 		return verbError(verb, err)
+	}
+	if mi != nil && mask&uapi.IB_SRQ_MAX_WR != 0 {
+		// As written back, unchecked: the data path validates the ring
+		// when it maps it, and refuses a bad one.
+		srq.ring = mi
 	}
 	return nil
 }

@@ -2,9 +2,12 @@
 # scripts/bench.sh: `make bench` (after `make deps build`). Runs the Go host
 # micro-benchmarks that exist, then boots the VM once and runs tests/bench/guest.sh:
 # perftest and tests/bench/microbench through our provider and through Debian's
-# librxe on the same rxe devices, interleaved. Writes the raw lines to
-# tests/bench/results/<mode>.log and regenerates docs/benchmarks.md and its SVGs
-# from every results file present (go run ./tests/bench/report).
+# librxe on the same rxe devices, interleaved. Everything it writes is under build/bench:
+# the raw lines of a full run in build/bench/results/<mode>.log, the host benchmarks in
+# build/bench/results/host.txt, and build/bench/benchmarks.md with its SVGs from those
+# over the committed tests/bench/results (go run ./tests/bench/report). The committed
+# results and docs/benchmarks.md change only through `make bench-docs`
+# (scripts/bench.sh docs), which promotes build/bench/results and regenerates the doc.
 #
 # BENCH_MODE=ab (default): ours (libusb4_rdma, opted in for rxe) against librxe.
 # BENCH_MODE=aa: librxe against itself, to validate the method (ratios ~1.00).
@@ -19,11 +22,25 @@ MODE=${BENCH_MODE:-ab}
 REPS=${BENCH_REPS:-5}
 PLAN=${BENCH_PLAN:-full}
 OUT=$REPO/build/bench
-RESULTS=$REPO/tests/bench/results
+RESULTS=$REPO/tests/bench/results  # committed: the doc's inputs
+RUN_RESULTS=$OUT/results           # this machine's runs
+log() { printf '[bench] %s\n' "$*" >&2; }
+
+# report RESULTS DOC SVGDIR: the document from a results directory.
+report() { go run ./tests/bench/report -results "$1" -doc "$2" -svgdir "$3"; }
+
+# `scripts/bench.sh docs` (make bench-docs): the committed results take this machine's
+# latest ones, and docs/benchmarks.md is regenerated from them.
+if [[ ${1:-} == docs ]]; then
+  compgen -G "$RUN_RESULTS/*" >/dev/null || { log "nothing in ${RUN_RESULTS#"$REPO"/}: run make bench first"; exit 1; }
+  for f in "$RUN_RESULTS"/*; do cp "$f" "$RESULTS/"; log "${f#"$REPO"/} -> ${RESULTS#"$REPO"/}/"; done
+  report "$RESULTS" docs/benchmarks.md docs
+  log "wrote docs/benchmarks.md, docs/benchmarks-latency.svg, docs/benchmarks-bandwidth.svg"
+  exit 0
+fi
 case $MODE in aa | ab) ;; *) echo "bench: BENCH_MODE must be aa or ab, not $MODE" >&2; exit 2 ;; esac
 case $PLAN in full | quick | micro) ;; *) echo "bench: BENCH_PLAN must be full, quick or micro, not $PLAN" >&2; exit 2 ;; esac
-mkdir -p "$OUT" "$RESULTS"
-log() { printf '[bench] %s\n' "$*" >&2; }
+mkdir -p "$OUT" "$RUN_RESULTS"
 
 # The micro benchmark is built on the host against Debian 12's libibverbs (the
 # guest userland is Debian 12 too).
@@ -33,9 +50,9 @@ if [[ ! -f /usr/include/infiniband/verbs.h ]]; then
 fi
 
 # 1. Go host micro-benchmarks of the data path, if the package has them.
-HOST_OUT=$RESULTS/host.txt
+HOST_OUT=$RUN_RESULTS/host.txt
 if [[ ${BENCH_SKIP_HOST:-0} == 1 ]]; then
-  log "BENCH_SKIP_HOST=1: host micro-benchmarks not run (tests/bench/results/host.txt kept)"
+  log "BENCH_SKIP_HOST=1: host micro-benchmarks not run"
 elif compgen -G "provider/dataplane/*_test.go" >/dev/null \
   && grep -qs '^func Benchmark' provider/dataplane/*_test.go; then
   log "go test -bench . ./provider/dataplane/..."
@@ -93,17 +110,21 @@ if [[ ${BENCH_SKIP_VM:-0} != 1 ]]; then
   } >> "$RAW"
   grep -c '^@@BENCH ' "$RAW" | xargs -I{} echo "[bench] {} samples, $(grep -c '^@@BENCHFAIL' "$RAW" || true) failures" >&2
   if [[ $PLAN == full ]]; then
-    cp "$RAW" "$RESULTS/$MODE.log"
+    cp "$RAW" "$RUN_RESULTS/$MODE.log"
   else
-    log "plan $PLAN: results stay in $RAW (not copied to tests/bench/results)"
+    log "plan $PLAN: results stay in $RAW (not in the report's results)"
   fi
   ((rc == 0)) || log "VM run reported failures (exit $rc); see $RAW"
 fi
 
-# 4. The document.
-if ! compgen -G "$RESULTS/a[ab].log" >/dev/null; then
-  log "no full run in $RESULTS yet: docs/benchmarks.md not written"
+# 4. The document, under build/bench: this machine's results over the committed ones.
+INPUT=$OUT/report-input
+rm -rf "$INPUT"; mkdir -p "$INPUT"
+cp "$RESULTS"/* "$INPUT/"
+if compgen -G "$RUN_RESULTS/*" >/dev/null; then cp "$RUN_RESULTS"/* "$INPUT/"; fi
+if ! compgen -G "$INPUT/a[ab].log" >/dev/null; then
+  log "no full run yet: no benchmarks.md written"
   exit 0
 fi
-go run ./tests/bench/report -results "$RESULTS" -doc docs/benchmarks.md -svgdir docs
-log "wrote docs/benchmarks.md, docs/benchmarks-latency.svg, docs/benchmarks-bandwidth.svg"
+report "$INPUT" "$OUT/benchmarks.md" "$OUT"
+log "wrote build/bench/benchmarks.md and its SVGs; make bench-docs puts them into docs/"

@@ -8,7 +8,22 @@ cd "$(dirname "$0")/.."
 LOGS=build/logs
 rm -rf "$LOGS"; mkdir -p "$LOGS"
 
-stage() { printf '\n==== %s\n' "$*" >&2; }
+# checkout/clean: the state of the checkout (scripts/checkout-state.sh) after each stage
+# is compared with the one before it; every path a stage changed is listed in
+# $LOGS/.dirtied under the stage's name.
+CHECKOUT=$LOGS/.checkout
+scripts/checkout-state.sh > "$CHECKOUT"
+STAGE=""
+stage() {
+  [[ -n $STAGE ]] && stage_dirtied "$STAGE"
+  STAGE=$*
+  printf '\n==== %s\n' "$*" >&2
+}
+stage_dirtied() {
+  scripts/checkout-state.sh > "$CHECKOUT.new"
+  scripts/checkout-state.sh changed "$CHECKOUT" "$CHECKOUT.new" | awk -v s="$1" '{ print s ": " $0 }' >> "$LOGS/.dirtied"
+  mv "$CHECKOUT.new" "$CHECKOUT"
+}
 # check NAME CMD...: one lint check as a go-test-style result line.
 check() {
   local name=$1; shift
@@ -41,7 +56,7 @@ if [[ ${SKIP_VM:-0} != 1 ]]; then
   stage "VM tests (real kernel, rdma_rxe)"
   make --no-print-directory vmtest 2>&1 | tee "$LOGS/vm.log" | grep -E '^(ok|FAIL|---|\s+--- FAIL|panic|\[vm)'
 
-  stage "stock tools through libusb4_rdma: rdma-core 39, 44, 50, 56.1, 61, 65 (VM; writes docs/stock-tools.md)"
+  stage "stock tools through libusb4_rdma: rdma-core 39, 44, 50, 56.1, 61, 65 (VM; tables in build/stock/ours/stock-tools.md)"
   tests/stock/run.sh 2>&1 | tee "$LOGS/stock-tools.log" | grep -E '^(---|\[vm\] done)'
 
   stage "provider contracts through the stock libibverbs: ECE, port speed, events (VM)"
@@ -53,6 +68,16 @@ if [[ ${SKIP_VM:-0} != 1 ]]; then
   stage "packages installed into Debian 12, 13, unstable and Ubuntu 22.04, 24.04, 26.04 userlands (VM)"
   packaging/vmtest.sh 2>&1 | tee "$LOGS/packages-vm.log" | grep -E '^(---|\[vm\] done)'
 fi
+
+stage "checkout unchanged by the run (git status)"
+{
+  if [[ -s $LOGS/.dirtied ]]; then
+    sed 's/^/    /' "$LOGS/.dirtied"
+    echo "--- FAIL: checkout/clean ($(wc -l < "$LOGS/.dirtied") path(s) changed by the stages above; run output belongs under build/, committed docs change only through make docs / make bench-docs)"
+  else
+    echo "--- PASS: checkout/clean"
+  fi
+} | tee "$LOGS/checkout.log"
 
 stage "summary"
 go run ./internal/cmd/testsummary "$LOGS"/*.log

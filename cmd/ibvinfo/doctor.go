@@ -327,10 +327,15 @@ func isUSB4Provider(e sysinfo.DriverEntry) bool {
 	return strings.Contains(strings.ToLower(e.Name), "usb4") || strings.Contains(strings.ToLower(e.Name), "tbv")
 }
 
+// installCommands are the installs of each package format (packaging/README.md).
+// The packages carry no checkout, so there is no make target to offer.
+const installCommands = "apt install ./usb4verbs_<version>-1_amd64.deb, dnf install ./usb4verbs-<version>-1.x86_64.rpm, " +
+	"pacman -U usb4verbs-<version>-1-x86_64.pkg.tar.zst, or from the tarball sudo ./install.sh"
+
 func checkProvider(e doctorEnv) check {
 	const id = "provider-loadable"
 	v := e.sys.Verbs
-	const install = "install the usb4verbs package (it ships libusb4_rdma-rdmav{34,57,59,64,65}.so and usb4_rdma.driver), or make install"
+	const install = "install the usb4verbs package (it ships libusb4_rdma-rdmav{34,57,59,64,65}.so and usb4_rdma.driver): " + installCommands
 	if v.Path == "" {
 		return fail(id, "libibverbs.so.1 is not installed", "apt install libibverbs1 ibverbs-utils (dnf install libibverbs-utils), then "+install)
 	}
@@ -353,7 +358,7 @@ func checkProvider(e doctorEnv) check {
 	}
 	if len(wrong) > 0 {
 		return fail(id, fmt.Sprintf("libibverbs (%s) loads lib%s-rdmav%d.so but %s; it is silently ignored", lib, ourDriver, v.PABI, strings.Join(wrong, "; ")),
-			fmt.Sprintf("install the usb4verbs package, which provides lib%s-rdmav%d.so among its per-PABI names; IBV_SHOW_WARNINGS=1 ibv_devices lists the devices libibverbs skipped", ourDriver, v.PABI))
+			fmt.Sprintf("install the usb4verbs package, which provides lib%s-rdmav%d.so among its per-PABI names (%s); IBV_SHOW_WARNINGS=1 ibv_devices lists the devices libibverbs skipped", ourDriver, v.PABI, installCommands))
 	}
 	return fail(id, fmt.Sprintf("our provider is not installed for libibverbs (%s): no .driver entry in /etc/libibverbs.d leads to it", lib), install)
 }

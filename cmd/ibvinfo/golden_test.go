@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -242,5 +243,49 @@ func TestNoColorWhenNotTerminal(t *testing.T) {
 	p := &printer{color: true}
 	if got := p.paint(red, "ERROR"); got != "\x1b[31mERROR\x1b[0m" {
 		t.Errorf("paint = %q", got)
+	}
+}
+
+// Every command a doctor fix tells the user to run must exist: a `make X`
+// names a target of the top-level Makefile (users of the packages have no
+// checkout at all, so the provider-loadable fix must name the package
+// installs and the tarball's install.sh, never a make target).
+func TestDoctorFixesNameRealCommands(t *testing.T) {
+	hostOnly(t)
+	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, line := range strings.Split(string(mk), "\n") {
+		if name, _, ok := strings.Cut(line, ":"); ok && name != "" && !strings.ContainsAny(name, " \t=$#.") {
+			targets[name] = true
+		}
+	}
+	makeRef := regexp.MustCompile(`\bmake ([a-z][a-z0-9-]*)`)
+	for _, ft := range fixtureTrees {
+		out, _, _ := runCmd(t, "doctor", "--json", "--root", treeDir(ft.name))
+		var rep struct {
+			Checks []struct {
+				ID, Fix string
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%s: %v", ft.name, err)
+		}
+		for _, c := range rep.Checks {
+			for _, m := range makeRef.FindAllStringSubmatch(c.Fix, -1) {
+				if !targets[m[1]] {
+					t.Errorf("%s: %s fix names `make %s`, which the Makefile does not have: %q", ft.name, c.ID, m[1], c.Fix)
+				}
+			}
+			if c.ID == "provider-loadable" && c.Fix != "" && strings.Contains(c.Fix, "install the usb4verbs package") {
+				for _, want := range []string{"apt install ./usb4verbs_", "dnf install ./usb4verbs-", "pacman -U usb4verbs-", "install.sh"} {
+					if !strings.Contains(c.Fix, want) {
+						t.Errorf("%s: provider-loadable fix lacks %q: %q", ft.name, want, c.Fix)
+					}
+				}
+			}
+		}
 	}
 }

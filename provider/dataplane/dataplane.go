@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -285,6 +286,35 @@ func NewSRQ(sys unsafe.Pointer, cmdFd int, handle, maxSGE uint32) (*SRQ, error) 
 // AttachRxe puts the SRQ on its rxe ring (addr nil: the engine maps it).
 func (s *SRQ) AttachRxe(addr unsafe.Pointer, offset uint64, size uint32) error {
 	return errnoErr("attach rxe srq ring", C.usb4v_srq_attach_rxe(s.c, addr, C.uint64_t(offset), C.size_t(size)))
+}
+
+// Resize runs modify, the MODIFY_SRQ command that grows or shrinks the
+// kernel's queue (IB_SRQ_MAX_WR), with every poster of the SRQ held off, and
+// then moves an rxe SRQ to the ring at the offset and size the kernel wrote
+// back: rxe copies the outstanding receives into a new ring during the
+// command and never reads the old one again. On other backends it only runs
+// modify. If the new ring cannot be mapped, Resize returns why and every
+// later post fails with that errno.
+func (s *SRQ) Resize(modify func() (offset uint64, size uint32, err error)) (err error) {
+	// The engine's lock is a pthread mutex, released by the thread that
+	// took it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	C.usb4v_srq_resize_begin(s.c)
+	var remap C.int
+	var offset uint64
+	var size uint32
+	defer func() { // also when modify panics: posters must not wait forever
+		rc := C.usb4v_srq_resize_end(s.c, remap, C.uint64_t(offset), C.size_t(size))
+		if err == nil {
+			err = errnoErr("map resized srq ring", rc)
+		}
+	}()
+	offset, size, err = modify()
+	if err == nil {
+		remap = 1
+	}
+	return err
 }
 
 // PostRecv posts receive work requests to the SRQ.

@@ -165,9 +165,14 @@ int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
 	int rc;
 	switch (srq->backend) {
 	case USB4V_BACKEND_RXE:
-		pthread_spin_lock(&srq->lock);
-		rc = usb4v_rxe_post_recv(&srq->rq, srq->max_sge, wr, bad_wr);
-		pthread_spin_unlock(&srq->lock);
+		pthread_mutex_lock(&srq->lock);
+		if (srq->ring_error) {
+			*bad_wr = wr;
+			rc = srq->ring_error;
+		} else {
+			rc = usb4v_rxe_post_recv(&srq->rq, srq->max_sge, wr, bad_wr);
+		}
+		pthread_mutex_unlock(&srq->lock);
 		return rc;
 	case USB4V_BACKEND_KCMD:
 		return usb4v_kcmd_post_recv(srq->sys, srq->cmd_fd, USB4V_IB_USER_VERBS_CMD_POST_SRQ_RECV,
@@ -355,7 +360,7 @@ struct usb4v_srq *usb4v_srq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_
 	struct usb4v_srq *srq = calloc(1, sizeof(*srq));
 	if (!srq)
 		return NULL;
-	if (pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE)) {
+	if (pthread_mutex_init(&srq->lock, NULL)) {
 		free(srq);
 		return NULL;
 	}
@@ -367,12 +372,39 @@ struct usb4v_srq *usb4v_srq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_
 	return srq;
 }
 
+static size_t srq_min_elem(const struct usb4v_srq *srq)
+{
+	return sizeof(struct usb4v_rxe_recv_wqe) + srq->max_sge * sizeof(struct usb4v_rxe_sge);
+}
+
 int usb4v_srq_attach_rxe(struct usb4v_srq *srq, void *addr, uint64_t offset, size_t size)
 {
-	int rc = ring_setup(srq->sys, srq->cmd_fd, &srq->rq, addr, offset, size,
-			    sizeof(struct usb4v_rxe_recv_wqe) + srq->max_sge * sizeof(struct usb4v_rxe_sge));
+	int rc = ring_setup(srq->sys, srq->cmd_fd, &srq->rq, addr, offset, size, srq_min_elem(srq));
 	if (rc == 0)
 		srq->backend = USB4V_BACKEND_RXE;
+	return rc;
+}
+
+void usb4v_srq_resize_begin(struct usb4v_srq *srq)
+{
+	pthread_mutex_lock(&srq->lock);
+}
+
+int usb4v_srq_resize_end(struct usb4v_srq *srq, int remap, uint64_t offset, size_t size)
+{
+	int rc = 0;
+	if (remap && srq->backend == USB4V_BACKEND_RXE) {
+		struct usb4v_rxe_ring next = {0};
+		rc = ring_setup(srq->sys, srq->cmd_fd, &next, NULL, offset, size, srq_min_elem(srq));
+		/* The kernel reads only the new ring now: the old one goes
+		 * either way, and without a new one posting must fail. */
+		ring_release(srq->sys, &srq->rq);
+		if (rc == 0)
+			srq->rq = next;
+		else
+			srq->ring_error = -rc;
+	}
+	pthread_mutex_unlock(&srq->lock);
 	return rc;
 }
 
@@ -381,7 +413,7 @@ void usb4v_srq_free(struct usb4v_srq *srq)
 	if (!srq)
 		return;
 	ring_release(srq->sys, &srq->rq);
-	pthread_spin_destroy(&srq->lock);
+	pthread_mutex_destroy(&srq->lock);
 	free(srq);
 }
 

@@ -275,8 +275,11 @@ struct usb4v_srq {
 	int cmd_fd;
 	uint32_t handle;
 	uint32_t max_sge;
-	pthread_spinlock_t lock;
+	/* A mutex, not a spinlock: a resize holds it across MODIFY_SRQ and
+	 * the mmap of the new ring, and posters should sleep meanwhile. */
+	pthread_mutex_t lock;
 	struct usb4v_rxe_ring rq;
+	int ring_error; /* errno: a resize left no usable ring (permanent) */
 };
 
 struct usb4v_qp {
@@ -323,6 +326,14 @@ void usb4v_cq_free(struct usb4v_cq *cq);
 
 struct usb4v_srq *usb4v_srq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t max_sge);
 int usb4v_srq_attach_rxe(struct usb4v_srq *srq, void *addr, uint64_t offset, size_t size);
+/* Resizing an rxe SRQ (modify_srq with IB_SRQ_MAX_WR): the kernel copies the
+ * outstanding WQEs into a new ring during MODIFY_SRQ, so posters are held off
+ * from before that command (begin) until the engine is on the new ring
+ * (end with remap set and the ring's mmap offset and size, as the kernel
+ * wrote them back; remap 0 when the command failed). end returns 0 or a
+ * negative errno; after a failed remap every post fails with that errno. */
+void usb4v_srq_resize_begin(struct usb4v_srq *srq);
+int usb4v_srq_resize_end(struct usb4v_srq *srq, int remap, uint64_t offset, size_t size);
 void usb4v_srq_free(struct usb4v_srq *srq);
 
 struct usb4v_qp *usb4v_qp_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle,

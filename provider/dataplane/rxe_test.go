@@ -3,7 +3,9 @@ package dataplane
 import (
 	"bytes"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -297,6 +299,138 @@ func TestRxeSRQ(t *testing.T) {
 	s := f.Slot(usb4double.RxeRQ, 6)
 	if r := (*uapi.RxeRecvWqe)(unsafe.Pointer(&s[0])); r.WrId != 6 || r.Dma.NumSge != 1 {
 		t.Fatalf("srq slot 6 %+v", r)
+	}
+}
+
+// A resize moves an rxe SRQ to a new ring while other threads post: the
+// kernel copies the outstanding receives during MODIFY_SRQ (here: the modify
+// callback, which then lingers as if the command were slow), so a receive
+// posted after that copy and before the engine moved would land in the old
+// ring, which nobody reads. Every accepted receive must end up in the new ring
+// exactly once. The fake's SQ region stands in for the new ring.
+func TestRxeSRQResizeUnderConcurrentPosters(t *testing.T) {
+	const newQ, oldQ = usb4double.RxeSQ, usb4double.RxeRQ
+	f := usb4double.NewRxeFake(64, 9, 8, 7, 4)
+	defer f.Close()
+	srq, err := NewSRQ(f.Sys(), 3, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srq.Close()
+	if err := srq.AttachRxe(nil, oldQ, f.Len(oldQ)); err != nil {
+		t.Fatal(err)
+	}
+	accepted := map[uint64]bool{}
+	for i := uint64(0); i < 3; i++ {
+		if err := srq.PostRecv([]RecvWR{{WrID: 1000 + i, SGEs: []SGE{{Addr: i, Length: 1}}}}); err != nil {
+			t.Fatal(err)
+		}
+		accepted[1000+i] = true
+	}
+
+	const posters, each = 4, 12
+	start := make(chan struct{})
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < posters; g++ {
+		wg.Add(1)
+		// Its own Go handle on the same C object: the Go API serialises
+		// posts per handle, an application's threads reach the C engine
+		// side by side.
+		h := &SRQ{c: srq.c}
+		go func() {
+			defer wg.Done()
+			defer h.scratch.free()
+			<-start
+			for i := 0; i < each; i++ {
+				id := uint64(g)<<32 | uint64(i)
+				if err := h.PostRecv([]RecvWR{{WrID: id, SGEs: []SGE{{Addr: id, Length: 1}}}}); err != nil {
+					t.Errorf("poster %d: %v", g, err)
+					return
+				}
+				mu.Lock()
+				accepted[id] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	err = srq.Resize(func() (uint64, uint32, error) {
+		close(start)
+		prod, cons := f.Indices(oldQ)
+		n := uint32(0)
+		for ; cons != prod; cons = (cons + 1) & f.Mask(oldQ) {
+			copy(f.Slot(newQ, n), f.Slot(oldQ, cons))
+			n++
+		}
+		f.SetIndices(newQ, n, 0)
+		f.SetIndices(oldQ, prod, prod)
+		time.Sleep(20 * time.Millisecond)
+		return newQ, f.Len(newQ), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	prod, cons := f.Indices(newQ)
+	found := map[uint64]int{}
+	for i := cons; i != prod; i = (i + 1) & f.Mask(newQ) {
+		found[(*uapi.RxeRecvWqe)(unsafe.Pointer(&f.Slot(newQ, i)[0])).WrId]++
+	}
+	for id := range accepted {
+		if found[id] != 1 {
+			t.Errorf("receive %#x is %d times in the new ring", id, found[id])
+		}
+	}
+	if len(found) != len(accepted) || len(accepted) != 3+posters*each {
+		t.Fatalf("new ring holds %d receives, %d accepted, %d posted", len(found), len(accepted), 3+posters*each)
+	}
+	if p, c := f.Indices(oldQ); p != c {
+		t.Fatalf("old ring written after the resize: producer %d consumer %d", p, c)
+	}
+}
+
+// A resize whose new ring the kernel describes badly leaves no ring to post
+// to: modify_srq reports it, and every later post fails instead of writing
+// where the kernel no longer reads.
+func TestRxeSRQResizeToBadRing(t *testing.T) {
+	f := usb4double.NewRxeFake(8, 9, 8, 7, 4)
+	defer f.Close()
+	srq, err := NewSRQ(f.Sys(), 3, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srq.Close()
+	if err := srq.AttachRxe(nil, usb4double.RxeRQ, f.Len(usb4double.RxeRQ)); err != nil {
+		t.Fatal(err)
+	}
+	if err := srq.Resize(func() (uint64, uint32, error) { return usb4double.RxeSQ, 0, nil }); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("resize to a zero-size ring: %v", err)
+	}
+	err = srq.PostRecv([]RecvWR{{WrID: 1}})
+	var pe *PostError
+	if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("post after a failed remap: %v", err)
+	}
+	if p, _ := f.Indices(usb4double.RxeRQ); p != 0 {
+		t.Fatalf("old ring written: producer %d", p)
+	}
+	// A failed command leaves the ring as it was.
+	srq2, err := NewSRQ(f.Sys(), 3, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srq2.Close()
+	if err := srq2.AttachRxe(nil, usb4double.RxeRQ, f.Len(usb4double.RxeRQ)); err != nil {
+		t.Fatal(err)
+	}
+	if err := srq2.Resize(func() (uint64, uint32, error) { return 0, 0, unix.EINVAL }); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("failed modify: %v", err)
+	}
+	if err := srq2.PostRecv([]RecvWR{{WrID: 2}}); err != nil {
+		t.Fatalf("post after a failed modify: %v", err)
+	}
+	if p, _ := f.Indices(usb4double.RxeRQ); p != 1 {
+		t.Fatalf("old ring producer %d after a failed modify, want 1", p)
 	}
 }
 

@@ -617,3 +617,118 @@ func TestVMSoakMillion(t *testing.T) {
 	}
 	t.Logf("%d messages in %v (%.0f msg/s)", total, time.Since(start), float64(total)/time.Since(start).Seconds())
 }
+
+// An SRQ grown with modify_srq(IB_SRQ_MAX_WR) while it holds unconsumed
+// receives and carries traffic before and after: rxe moves the queue to a new
+// ring (linux:drivers/infiniband/sw/rxe/rxe_queue.c rxe_queue_resize copies
+// the outstanding WQEs), so every later post must land in that ring. A post
+// into the old ring is never read: the sender sees RNR NAKs until it gives up.
+func TestVMSRQResizeKeepsTraffic(t *testing.T) {
+	a, b := vmSides(t)
+	cqA, dcqA := a.newCQ(t, 512, nil)
+	cqB, dcqB := b.newCQ(t, 512, nil)
+	srq, err := b.pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 16, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi, ok := srq.RxeQueue()
+	if !ok {
+		t.Fatal("no srq mmap info")
+	}
+	dsrq, err := dataplane.NewSRQ(nil, b.ctx.CmdFD(), srq.Handle(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dsrq.Close()
+	if err := dsrq.AttachRxe(nil, mi.Offset, mi.Size); err != nil {
+		t.Fatal(err)
+	}
+	qa := a.newQP(t, provider.QPTypeRC, cqA, dcqA, nil, nil)
+	qb := b.newQP(t, provider.QPTypeRC, cqB, dcqB, srq, dsrq)
+	connect(t, qa, a, b, qb)
+	connect(t, qb, b, a, qa)
+
+	// Message k travels from A's slot k to B's slot k; receive k has wr_id k.
+	const msg = 256
+	posted, sent := 0, 0
+	postRecvs := func(n int) {
+		t.Helper()
+		var wrs []dataplane.RecvWR
+		for ; n > 0; n-- {
+			wrs = append(wrs, dataplane.RecvWR{WrID: uint64(posted), SGEs: []dataplane.SGE{b.sge(posted*msg, msg)}})
+			posted++
+		}
+		if err := dsrq.PostRecv(wrs); err != nil {
+			t.Fatalf("post %d srq receives (posted %d so far): %v", len(wrs), posted-len(wrs), err)
+		}
+	}
+	sendAndCheck := func(n int) {
+		t.Helper()
+		for n > 0 {
+			chunk := min(n, 64)
+			first := sent
+			var wrs []dataplane.SendWR
+			for i := 0; i < chunk; i++ {
+				fillSeed(a.buf[sent*msg:(sent+1)*msg], byte(sent))
+				wrs = append(wrs, dataplane.SendWR{WrID: uint64(sent), Opcode: dataplane.WRSend, Flags: dataplane.SendSignaled,
+					SGEs: []dataplane.SGE{a.sge(sent*msg, msg)}})
+				sent++
+			}
+			if err := qa.d.PostSend(wrs); err != nil {
+				t.Fatal(err)
+			}
+			vmPoll(t, dcqA, chunk)
+			for i, c := range vmPoll(t, dcqB, chunk) {
+				k := first + i
+				if c.WrID != uint64(k) || c.ByteLen != msg {
+					t.Fatalf("receive %d: %+v", k, c)
+				}
+				if !bytes.Equal(b.buf[k*msg:(k+1)*msg], a.buf[k*msg:(k+1)*msg]) {
+					t.Fatalf("message %d: bytes differ", k)
+				}
+			}
+			n -= chunk
+		}
+	}
+
+	granted := int(srq.InitAttr().MaxWR)
+	postRecvs(granted) // the old ring full
+	sendAndCheck(granted - 11)
+	resizeSRQ(t, srq, dsrq, 200)
+	if got, err := srq.Query(); err != nil || got.MaxWR < 200 {
+		t.Fatalf("query after resize: %+v %v", got, err)
+	}
+	// 11 receives from before the resize are still outstanding: the kernel
+	// copied them. Interleaved posts and sends, then more at once than the
+	// old ring could hold.
+	for round := 0; round < 8; round++ {
+		postRecvs(8)
+		sendAndCheck(8)
+	}
+	sendAndCheck(11)
+	postRecvs(200)
+	sendAndCheck(200)
+	if posted != sent {
+		t.Fatalf("posted %d receives, %d messages arrived", posted, sent)
+	}
+}
+
+// resizeSRQ grows the SRQ to maxWR through modify_srq, and the data path
+// moves to the new ring.
+func resizeSRQ(t *testing.T, srq *provider.SRQ, dsrq *dataplane.SRQ, maxWR uint32) {
+	t.Helper()
+	old, _ := srq.RxeQueue()
+	err := dsrq.Resize(func() (uint64, uint32, error) {
+		if err := srq.Modify(provider.SRQAttr{MaxWR: maxWR}, uapi.IB_SRQ_MAX_WR); err != nil {
+			return 0, 0, err
+		}
+		mi, _ := srq.RxeQueue()
+		return mi.Offset, mi.Size, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mi, _ := srq.RxeQueue(); mi == old {
+		t.Fatalf("resize left the srq on its old ring %+v", mi)
+	}
+}

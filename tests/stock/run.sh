@@ -2,16 +2,17 @@
 # tests/stock/run.sh [USERLAND...]: runs the stock-tool matrix (ibv_* examples, perftest,
 # rping, ucx_perftest) in one VM boot per userland (default: jammy bookworm noble trixie
 # resolute sid) and
-# writes the pass table of each into docs/stock-tools.md (docs/stock-tools-librxe.md
-# for PROVIDER=librxe). Result lines go to stdout; exit status non-zero if any case
-# failed. Knobs and the case list: tests/stock/README.md.
+# writes the pass table of each into build/stock/<provider>/stock-tools.md
+# (stock-tools-librxe.md for PROVIDER=librxe); `make docs` copies the tables into
+# docs/. Result lines go to stdout; exit status non-zero if any case failed. Knobs and
+# the case list: tests/stock/README.md.
 set -euo pipefail
 # Everything is in functions and main runs last: bash has then parsed the whole file
 # before it does anything, so editing this script during a long run is harmless.
 
 log() { printf '[stock] %s\n' "$*" >&2; }
 die() { log "FATAL: $*"; exit 1; }
-usage() { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '2,8s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 
 # run_userland U: one VM boot; its stdout (result lines) into $OUT/U.out and to ours.
 # Status 77: the harness could not fetch the userland (it printed a SKIP line); U.out,
@@ -82,8 +83,10 @@ section() {
 write_doc() {
   local secdir="$WORK/sections" u order=() label
   mkdir -p "$secdir"
-  if [[ -f $STOCK_DOC ]]; then
-    awk -v d="$secdir" '/^<!-- stock:begin / { f = d "/" $3 ".md" } f { print > f } /^<!-- stock:end / { close(f); f = "" }' "$STOCK_DOC"
+  local base=$STOCK_DOC
+  [[ -f $base ]] || base=$COMMITTED_DOC
+  if [[ -f $base ]]; then
+    awk -v d="$secdir" '/^<!-- stock:begin / { f = d "/" $3 ".md" } f { print > f } /^<!-- stock:end / { close(f); f = "" }' "$base"
   fi
   for u in "${ran[@]}"; do section "$u" > "$secdir/$u.md"; done
   for u in jammy bookworm noble trixie resolute sid; do [[ -f $secdir/$u.md ]] && order+=("$u"); done
@@ -129,17 +132,27 @@ main() {
   STOCK_TIMEOUT=${STOCK_TIMEOUT:-60}
   STOCK_CASES=${STOCK_CASES:-}
   STOCK_SO=${STOCK_SO:-$REPO/build/libusb4_rdma.so}
-  if [[ $PROVIDER == librxe ]]; then STOCK_DOC=${STOCK_DOC:-$REPO/docs/stock-tools-librxe.md}
-  else STOCK_DOC=${STOCK_DOC:-$REPO/docs/stock-tools.md}; fi
+  # The run's doc goes under build/ with the outputs; `make docs` (STOCK_REPORT_ONLY=1
+  # STOCK_DOC=docs/...) is what rewrites the committed one. Sections of userlands not
+  # run come from the committed doc.
+  local docname=stock-tools.md
+  [[ $PROVIDER == librxe ]] && docname=stock-tools-librxe.md
+  COMMITTED_DOC=$REPO/docs/$docname
   OUT="$REPO/build/stock/$PROVIDER"
+  STOCK_DOC=${STOCK_DOC:-$OUT/$docname}
 
   [[ ${1:-} == -h || ${1:-} == --help ]] && usage
   stock_check_provider "$PROVIDER" || exit 2
   [[ $STOCK_ITERS =~ ^[1-9][0-9]*$ ]] || die "STOCK_ITERS must be a positive number"
   [[ $STOCK_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "STOCK_TIMEOUT must be a positive number of seconds"
-  userlands=("$@")
-  ((${#userlands[@]})) || userlands=(jammy bookworm noble trixie resolute sid)
   local u
+  userlands=("$@")
+  if ((${#userlands[@]} == 0)) && [[ ${STOCK_REPORT_ONLY:-0} == 1 ]]; then
+    # Report what the last runs left, each userland that has an output.
+    for u in jammy bookworm noble trixie resolute sid; do [[ -s $OUT/$u.out ]] && userlands+=("$u"); done
+    ((${#userlands[@]})) || die "no earlier output under ${OUT#"$REPO"/}: run tests/stock/run.sh (make test) first"
+  fi
+  ((${#userlands[@]})) || userlands=(jammy bookworm noble trixie resolute sid)
   for u in "${userlands[@]}"; do
     [[ $u =~ ^[a-z][a-z0-9-]*$ ]] || die "not a Debian suite name: $u"
   done

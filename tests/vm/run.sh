@@ -14,7 +14,7 @@ main() {
 
 VMDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$VMDIR/../.." && pwd)
-for f in common fetch kernel userland image boot; do
+for f in common mirror fetch kernel userland image boot; do
   # shellcheck source=/dev/null
   . "$VMDIR/lib/$f.sh"
 done
@@ -36,7 +36,7 @@ VM_KEEP=${VM_KEEP:-0}
 CACHE=${CACHE:-$REPO/.cache}
 VMCACHE="$CACHE/vm"
 BUILDDIR="$REPO/build/vm"
-MIRROR=${MIRROR:-$(host_mirror)}
+if [[ -z ${MIRROR:-} ]]; then MIRROR=$(host_mirror) || exit 1; fi
 
 usage() { sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 [[ ${1:-} == -h || ${1:-} == --help ]] && usage

@@ -28,12 +28,9 @@ require_host_tools() {
   [[ $(uname -m) == x86_64 ]] || die "an x86_64 host is required"
 }
 
-# host_mirror: the Debian mirror the host's apt sources already use (never security).
+# host_mirror: the Debian mirror the host's apt sources already use (never security),
+# or a stop that says how to name one.
 host_mirror() {
-  local m
-  m=$( { awk '/^URIs:/{for (i = 2; i <= NF; i++) print $i}' /etc/apt/sources.list.d/*.sources 2>/dev/null
-         awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) {print $i; break}}' \
-           /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null; } \
-       | grep -v -- '-security' | head -n1 || true)
-  printf '%s\n' "${m:-http://deb.debian.org/debian}"
+  apt_mirror "${APT_DIR:-/etc/apt}" ||
+    die "no Debian mirror in the apt sources under ${APT_DIR:-/etc/apt} (sources.list, sources.list.d/*.list or *.sources); set MIRROR=<URL of a Debian mirror>"
 }

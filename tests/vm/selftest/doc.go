@@ -5,7 +5,9 @@
 // memlock, traffic between the two addresses really crossing the veth pair, and the
 // image's libibverbs finding the devices through its providers.
 //
-// On the host (USB4VERBS_VM unset) every test skips.
+// On the host (USB4VERBS_VM unset) these skip; what runs there instead are the host
+// tests of the harness's own shell code (mirror_test.go: the Debian mirror read from
+// apt's sources).
 //
 //	go test -c -o /tmp/selftest.test ./tests/vm/selftest && tests/vm/run.sh /tmp/selftest.test
 package selftest

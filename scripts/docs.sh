@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# scripts/docs.sh (make docs): rewrites the committed result docs from the outputs the
+# last runs left under build/ — docs/stock-tools.md and docs/stock-tools-librxe.md
+# from build/stock/{ours,librxe}/<userland>.out, and the generated table of
+# docs/reliability.md from build/reliability/ours.out (plus the committed control run).
+# A doc with no run output to take from is left as it is. `make test` never writes
+# these; the benchmarks have their own target (make bench-docs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+log() { printf '[docs] %s\n' "$*" >&2; }
+
+for p in ours librxe; do
+  doc=docs/stock-tools.md
+  [[ $p == librxe ]] && doc=docs/stock-tools-librxe.md
+  if compgen -G "build/stock/$p/*.out" >/dev/null; then
+    PROVIDER=$p STOCK_REPORT_ONLY=1 STOCK_DOC=$PWD/$doc tests/stock/run.sh
+  else
+    log "no stock-tool run of $p under build/stock/$p: $doc kept"
+  fi
+done
+if [[ -s build/reliability/ours.out ]]; then
+  REL_REPORT_ONLY=1 REL_DOC=$PWD/docs/reliability.md tests/reliability/run.sh
+else
+  log "no reliability run under build/reliability: docs/reliability.md kept"
+fi
+git status --short -- docs >&2

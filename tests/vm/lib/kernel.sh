@@ -48,7 +48,8 @@ kernel_prepare() {
   [[ -f $vmlinuz ]] || vmlinuz="$KMODROOT/vmlinuz"
   [[ -f $vmlinuz ]] || die "kernel: no vmlinuz in ${debs[*]##*/}"
   KIMG=$(kernel_vmlinux "$vmlinuz")
-  KMODDIR="$KDIR/modules"
+  # KMODS_TAG: another module set (the usb4 mode's) gets its own directory.
+  KMODDIR="$KDIR/modules${KMODS_TAG:-}"
   [[ -e $KMODDIR/.done ]] || kernel_modules
   KDESC="$(basename "$kdeb" .deb) ($KVER)"
 }

@@ -41,22 +41,26 @@ usb4_prepare() {
   USB4_KO_NAMES=()
   local built=" "
   while read -r f; do
-    m=$(modinfo_field "$f" name); [[ -n $m ]] || m=$(basename "$f" .ko)
+    m=$(basename "$f" .ko); m=${m//-/_}  # kbuild names a module after its object
     USB4_KO_NAMES+=("$m"); built+="$m "
     cp "$f" "$out/ko/$m.ko"
   done <<<"$kos"
-  for f in "$out"/ko/*.ko; do
-    for d in $(modinfo_field "$f" depends | tr ',' ' '); do
+  # The .modinfo sections, cut out with the toolchain's objcopy (a plain string search
+  # of the .ko also finds "name=%s"-like format strings).
+  tc_run "$out/ko" /bin/sh -c 'for f in /build/*.ko; do objcopy -O binary --only-section=.modinfo "$f" "${f%.ko}.modinfo"; done' \
+    || die "usb4: objcopy of the .modinfo sections failed"
+  for m in "${USB4_KO_NAMES[@]}"; do
+    for d in $(modinfo_field "$out/ko/$m.modinfo" depends | tr ',' ' '); do
       [[ $built == *" $d "* ]] && continue
       # The stand-in replaces thunderbolt.ko: a module that still needs the real one was
       # linked against the kernel's symbols, not tbloop's.
-      [[ $d == thunderbolt ]] && die "usb4: ${f##*/} depends on the real thunderbolt.ko (built without tbloop's Module.symvers?)"
+      [[ $d == thunderbolt ]] && die "usb4: $m.ko depends on the real thunderbolt.ko (built without tbloop's Module.symvers, or tbloop does not export what it uses)"
       deps+=("$d")
     done
   done
   [[ " ${USB4_KO_NAMES[*]} " == *" thunderbolt_ibverbs "* ]] || die "usb4: $USB4_TREE built no thunderbolt_ibverbs.ko"
   # The image carries them without debug info (~12 MB each otherwise); BTF stays.
-  tc_run "$out/ko" /bin/sh -c 'strip --strip-debug /build/*.ko' || die "usb4: strip failed"
+  tc_run "$out/ko" /bin/sh -c 'strip --strip-debug /build/*.ko; rm -f /build/*.modinfo' || die "usb4: strip failed"
   USB4_KODIR="$out/ko"
   KMODS_REQUIRED="$USB4_KMODS ${deps[*]}"
   KMODS_OPTIONAL="ib_uverbs_support cuse"
@@ -75,7 +79,7 @@ usb4_prepare() {
   USB4_DESC="$USB4_TREE ($(sed -n 's/^\([0-9a-f]\{7\}\).*/\1/p' "$treedir/SNAPSHOT" 2>/dev/null | head -n1)) on $KVER, modules ${USB4_KO_NAMES[*]}"
 }
 
-# modinfo_field KO FIELD: FIELD of KO's .modinfo (the host need not have kmod).
+# modinfo_field MODINFO FIELD: FIELD of a dumped .modinfo section (NUL-separated).
 modinfo_field() {
   tr '\0' '\n' < "$1" | grep -a -m1 "^$2=" | cut -d= -f2- || true
 }

@@ -64,7 +64,10 @@ usb4_prepare() {
   USB4_KODIR="$out/ko"
   KMODS_REQUIRED="$USB4_KMODS ${deps[*]}"
   KMODS_OPTIONAL="ib_uverbs_support cuse"
-  KMODS_TAG="-usb4-$(printf '%s' "$KMODS_REQUIRED" | sha256sum | cut -c1-8)"
+  # 6.12's libcrc32c (hellas-gda-v2 needs it) has softdep=pre: crc32c, which busybox
+  # modprobe ignores; without an implementation loaded first its init fails.
+  KMODS_PRE="crc32c_generic crc32c_intel"
+  KMODS_TAG="-usb4-$(printf '%s' "$KMODS_PRE $KMODS_REQUIRED" | sha256sum | cut -c1-8)"
   USB4_TBLOOP_PARAMS=${USB4_TBLOOP_PARAMS:-}
   USB4_TBV_PARAMS=${USB4_TBV_PARAMS:-$USB4_TBV_PARAMS_DEFAULT}
   if [[ -z $VM_OVERLAY ]]; then

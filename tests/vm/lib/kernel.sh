@@ -105,6 +105,9 @@ kernel_modules() {
     for d in ${deps//,/ }; do add_module "$d" 1; done
     order+=("$m")
   }
+  # KMODS_PRE (usb4 mode): optional modules loaded first, for softdeps busybox modprobe
+  # does not follow (6.12's libcrc32c needs a crc32c implementation before its init).
+  for m in ${KMODS_PRE:-}; do add_module "$m" 0; done
   for m in $KMODS_REQUIRED; do add_module "$m" 1; done
   for m in $KMODS_OPTIONAL; do add_module "$m" 0; done
   printf '%s\n' "${order[@]}" > "$KMODDIR/modules.order"

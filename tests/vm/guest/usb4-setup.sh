@@ -29,10 +29,12 @@ usb4_dump() {
 usb4_fail() { usb4_dump; setup_fail "usb4 $*"; }
 
 # usb4_host DEV: which of tbloop's hosts DEV belongs to, from its device path: the
-# Thunderbolt domain (".../domainN/..." or a service named "N-route.id"), else "?".
+# module parents a device on the host's NHI (tbloop's platform device tbloop-nhi.N),
+# else the Thunderbolt domain (".../domainN/..." or a service "N-route.id"), else "?".
 usb4_host() {
   p=$(readlink -f "/sys/class/infiniband/$1/device" 2>/dev/null)
-  h=$(echo "$p" | sed -n 's#.*/domain\([0-9][0-9]*\)\(/.*\)\{0,1\}$#\1#p')
+  h=$(echo "$p" | sed -n 's#.*/tbloop-nhi\.\([0-9][0-9]*\)$#\1#p')
+  [ -n "$h" ] || h=$(echo "$p" | sed -n 's#.*/domain\([0-9][0-9]*\)\(/.*\)\{0,1\}$#\1#p')
   [ -n "$h" ] || h=$(echo "$p" | sed -n 's#.*/\([0-9][0-9]*\)-[0-9][0-9.]*$#\1#p')
   echo "${h:-?}"
 }

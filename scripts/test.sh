@@ -65,6 +65,9 @@ if [[ ${SKIP_VM:-0} != 1 ]]; then
   stage "reliability suite: bad input, churn, concurrency + sanitizers, fork, faults (VM)"
   tests/reliability/run.sh 2>&1 | tee "$LOGS/reliability.log" | grep -E '^(---|\s+--- FAIL|\[rel\])'
 
+  stage "usb4 bed (real thunderbolt_ibverbs module): build the trees, one boot per tree, stock tools through libusb4_rdma (VM)"
+  tests/usb4/run.sh 2>&1 | tee "$LOGS/usb4-bed.log" | grep -E '^(---|\[vm\] (done|usb4:))'
+
   stage "packages installed into Debian 12, 13, unstable and Ubuntu 22.04, 24.04, 26.04 userlands (VM)"
   packaging/vmtest.sh 2>&1 | tee "$LOGS/packages-vm.log" | grep -E '^(---|\[vm\] done)'
 fi

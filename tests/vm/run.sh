@@ -4,6 +4,9 @@
 # and relays its output to stdout unchanged. Harness failures are go-test-style
 # "--- FAIL: vm/..." lines; the exit status is non-zero if anything failed.
 # Progress goes to stderr as "[vm] ..." lines. Knobs and debugging: tests/vm/README.md.
+# USB4_TREE=<tree>: the usb4 mode instead: the real thunderbolt_ibverbs module of that
+# tree on tbloop's loopback Thunderbolt bus, both hosts' usb4_rdma devices served by our
+# provider (tests/usb4/README.md).
 # Exit status 77: the userland could not be fetched (an Ubuntu suite whose archive this
 # machine cannot reach); a "--- SKIP: vm/userland" line says so, and nothing booted.
 set -euo pipefail
@@ -52,6 +55,15 @@ for b in "$@"; do [[ -f $b && -x $b ]] || die "not an executable file: $b"; done
 [[ -z $VM_GUEST_SCRIPT || -f $VM_GUEST_SCRIPT ]] || die "VM_GUEST_SCRIPT is not a file: $VM_GUEST_SCRIPT"
 require_host_tools
 mkdir -p "$VMCACHE" "$BUILDDIR"
+USB4_TREE=${USB4_TREE:-}
+if [[ -n $USB4_TREE ]]; then
+  for f in toolchain trees bed; do
+    # shellcheck source=/dev/null
+    . "$REPO/tests/usb4/lib/$f.sh"
+  done
+  usb4_prepare
+  log "usb4: $USB4_DESC"
+fi
 
 # One preparer at a time per cache: the apt states and staged trees are shared.
 exec {lockfd}>"$VMCACHE/.lock"

@@ -18,6 +18,13 @@ image_build() {
   cp "$KMODDIR/modules.order" "$root/etc/vmtest-modules.order"
   [[ -f $KMODDIR/modules.builtin ]] && cp "$KMODDIR/modules.builtin" "$root/usr/lib/modules/$KVER/"
   install -m755 "$VMDIR/guest/init" "$root/init"
+  # usb4 mode: the built modules (tbloop's, the tree's) and the setup /init sources
+  # instead of the veth/rxe one.
+  if [[ -n ${USB4_TREE:-} ]]; then
+    mkdir -p "$root/usr/lib/modules/$KVER/extra"
+    cp "$USB4_KODIR"/*.ko "$root/usr/lib/modules/$KVER/extra/"
+    install -m644 "$VMDIR/guest/usb4-setup.sh" "$root/etc/vmtest-usb4-setup.sh"
+  fi
   printf 'root:x:0:0:root:/root:/bin/sh\n' > "$root/etc/passwd"
   printf 'root:x:0:\n' > "$root/etc/group"
   printf '127.0.0.1 localhost\n::1 localhost\n' > "$root/etc/hosts"
@@ -60,6 +67,11 @@ image_build() {
     printf "TESTS='%s'\n" "${names[*]}"
     printf 'TEST_TIMEOUT_MIN=%s\nKILL_AFTER_S=%s\n' "$TEST_TIMEOUT_MIN" $((TEST_TIMEOUT_MIN * 60 + 30))
     printf "GUEST_SCRIPT='%s'\n" "$script"
+    if [[ -n ${USB4_TREE:-} ]]; then
+      printf "MODE=usb4\nUSB4_TREE='%s'\nUSB4_KO_NAMES='%s'\n" "$USB4_TREE" "${USB4_KO_NAMES[*]}"
+      printf "USB4_TBLOOP_PARAMS='%s'\nUSB4_TBV_PARAMS='%s'\n" "$USB4_TBLOOP_PARAMS" "$USB4_TBV_PARAMS"
+      printf 'USB4_NETDEV=tbv0\nUSB4_IP=10.77.0.1\nUSB4_SETUP_WAIT_S=%s\n' "${USB4_SETUP_WAIT_S:-90}"
+    fi
   } > "$root/etc/vmtest.conf"
 
   INITRD="$work/initrd.cpio"

@@ -48,7 +48,8 @@ kernel_prepare() {
   [[ -f $vmlinuz ]] || vmlinuz="$KMODROOT/vmlinuz"
   [[ -f $vmlinuz ]] || die "kernel: no vmlinuz in ${debs[*]##*/}"
   KIMG=$(kernel_vmlinux "$vmlinuz")
-  KMODDIR="$KDIR/modules"
+  # KMODS_TAG: another module set (the usb4 mode's) gets its own directory.
+  KMODDIR="$KDIR/modules${KMODS_TAG:-}"
   [[ -e $KMODDIR/.done ]] || kernel_modules
   KDESC="$(basename "$kdeb" .deb) ($KVER)"
 }
@@ -104,6 +105,9 @@ kernel_modules() {
     for d in ${deps//,/ }; do add_module "$d" 1; done
     order+=("$m")
   }
+  # KMODS_PRE (usb4 mode): optional modules loaded first, for softdeps busybox modprobe
+  # does not follow (6.12's libcrc32c needs a crc32c implementation before its init).
+  for m in ${KMODS_PRE:-}; do add_module "$m" 0; done
   for m in $KMODS_REQUIRED; do add_module "$m" 1; done
   for m in $KMODS_OPTIONAL; do add_module "$m" 0; done
   printf '%s\n' "${order[@]}" > "$KMODDIR/modules.order"

@@ -1,0 +1,58 @@
+#!/bin/sh
+# The usb4 bed's smoke test, run in the guest as VM_GUEST_SCRIPT after the usb4 setup
+# (tests/vm/guest/usb4-setup.sh): the stock tools of rdma-core's ibverbs-utils on the
+# devices the real module registered, through our provider (the only one in the image
+# that serves usb4_rdma devices). Prints go-test-style lines usb4/<tree>/<check>.
+# shellcheck disable=SC3045 # busybox
+
+tree=${USB4VERBS_BACKEND_TREE:?not in the usb4 mode}
+devs="$USB4VERBS_USB4_DEVS0 $USB4VERBS_USB4_DEVS1"
+failed=0
+pass() { echo "--- PASS: usb4/$tree/$1"; }
+fail() { echo "--- FAIL: usb4/$tree/$1 ($2)"; failed=1; }
+
+# sysfs_guid DEV: the node GUID as ibv_devices prints it (hex digits, no colons).
+sysfs_guid() { tr -d ':\n' < "/sys/class/infiniband/$1/node_guid"; }
+
+# ibv_devices lists every device of both hosts with the GUID the module gave it.
+out=$(ibv_devices 2>&1); rc=$?
+echo "$out"
+why=""
+[ $rc = 0 ] || why="exit $rc"
+for d in $devs; do
+  echo "$out" | grep -Eq "^[[:space:]]*$d[[:space:]]+$(sysfs_guid "$d")\$" || why="${why:+$why; }$d with GUID $(sysfs_guid "$d") not listed"
+done
+if [ -z "$why" ]; then pass ibv_devices; else fail ibv_devices "$why"; fi
+
+# ibv_devinfo -v opens each device (only a provider can) and shows its port ACTIVE.
+why=""
+for d in $devs; do
+  out=$(ibv_devinfo -v -d "$d" 2>&1); rc=$?
+  echo "$out" | head -n 40
+  [ $rc = 0 ] || { why="${why:+$why; }$d: exit $rc"; continue; }
+  echo "$out" | grep -q "node_guid:[[:space:]]*$(sed 's/:/:/g' "/sys/class/infiniband/$d/node_guid")" \
+    || why="${why:+$why; }$d: node_guid differs from sysfs"
+  echo "$out" | grep -q 'state:[[:space:]]*PORT_ACTIVE' || why="${why:+$why; }$d: port not PORT_ACTIVE"
+done
+if [ -z "$why" ]; then pass ibv_devinfo_v; else fail ibv_devinfo_v "$why"; fi
+
+# ibv_rc_pingpong between one device of each host: server on DEV0 pinned to vCPU 0,
+# client on DEV1 pinned to vCPU 1, connection data over TCP on lo.
+iters=${USB4_PINGPONG_ITERS:-200}
+log=/tmp/rc_pingpong.server
+taskset 1 timeout 120 ibv_rc_pingpong -d "$USB4VERBS_DEV0" -g "$USB4VERBS_GID0" -n "$iters" > "$log" 2>&1 &
+spid=$!
+sleep 1
+cout=$(taskset 2 timeout 100 ibv_rc_pingpong -d "$USB4VERBS_DEV1" -g "$USB4VERBS_GID1" -n "$iters" 127.0.0.1 2>&1); crc=$?
+i=0
+while kill -0 "$spid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+kill "$spid" 2>/dev/null
+wait "$spid"; src=$?
+echo "client ($USB4VERBS_DEV1): $cout"
+echo "server ($USB4VERBS_DEV0): $(cat "$log")"
+if [ $crc = 0 ] && [ $src = 0 ] && echo "$cout" | grep -q 'usec/iter'; then
+  pass "ibv_rc_pingpong_$USB4VERBS_DEV1-$USB4VERBS_DEV0"
+else
+  fail "ibv_rc_pingpong_$USB4VERBS_DEV1-$USB4VERBS_DEV0" "client exit $crc, server exit $src"
+fi
+exit $failed

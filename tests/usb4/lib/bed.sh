@@ -1,0 +1,88 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # sets globals that tests/vm/run.sh and its libs read
+# The host side of tests/vm's usb4 mode (USB4_TREE=<tree>): the kernel the tree builds
+# against, tbloop and the tree built for it, the in-kernel modules they need, and our
+# provider laid over the image. Sourced by tests/vm/run.sh after its own libs; needs
+# REPO, VMDIR, CACHE, VMCACHE and MIRROR set.
+
+# Module parameters, as a user loads the module for two Linux peers (README.md, "The
+# kernel module"); roce_netdev is added by the guest (the dummy netdev it creates).
+USB4_TBV_PARAMS_DEFAULT="profile=linux_perf bind_services=1 allocate_rings=1 start_rings=1 negotiate_native=1 enable_tunnels=1 register_verbs=1"
+
+# In-kernel modules the bed loads besides what the built modules depend on: the dummy
+# netdev for roce_netdev, and the uverbs/umad/rdma_cm character devices the tools use.
+USB4_KMODS="dummy ib_uverbs ib_umad rdma_ucm"
+
+# usb4_prepare: builds what USB4_TREE needs and sets KSUITE/KPKG (unless KPKG was given),
+# KMODS_REQUIRED/KMODS_OPTIONAL/KMODS_TAG for kernel_prepare, USB4_KODIR (stripped .ko
+# files for the image: tbloop's first, then the tree's), USB4_KO_NAMES (their module
+# names in load order) and, when the caller gave no VM_OVERLAY, one with our provider.
+# Runs before run.sh takes the VM cache lock (toolchain_prepare takes it itself).
+usb4_prepare() {
+  USB4CACHE="$CACHE/usb4"
+  mkdir -p "$USB4CACHE"
+  USB4_MODULE_SRC=$(usb4_module_src "$REPO")
+  [[ -n $USB4_MODULE_SRC && -d $USB4_MODULE_SRC ]] \
+    || die "USB4_TREE=$USB4_TREE: USB4_MODULE_SRC not set and $REPO/../shared/usb4-module absent"
+  local k
+  k=$(usb4_tree_kernel "$USB4_TREE") || die "USB4_TREE: unknown tree $USB4_TREE (one of: $USB4_TREES)"
+  if [[ -z ${KPKG:-} ]]; then KSUITE=${k%% *}; KPKG=${k#* }; fi
+  USB4_TBLOOP_SRC=${USB4_TBLOOP_SRC:-$REPO/tests/usb4/tbloop}
+  [[ -f $USB4_TBLOOP_SRC/Makefile || -f $USB4_TBLOOP_SRC/Kbuild ]] \
+    || die "usb4: no tbloop module source at $USB4_TBLOOP_SRC (USB4_TBLOOP_SRC)"
+
+  toolchain_prepare
+  local out="$USB4CACHE/bed/$USB4_TREE-$KVER" treedir kos f deps=() d m
+  rm -rf "$out"; mkdir -p "$out/tbloop" "$out/tree" "$out/ko"
+  kos=$(kbuild_module "$USB4_TBLOOP_SRC" "" "$out/tbloop") || die "usb4: tbloop does not build against $KVER"
+  treedir=$(usb4_tree_dir "$USB4_TREE") || exit 1
+  kos+=$'\n'$(KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" kbuild_module "$treedir" kernel "$out/tree") \
+    || die "usb4: $USB4_TREE does not build against $KVER (tests/usb4/README.md lists the kernels it builds on)"
+  USB4_KO_NAMES=()
+  local built=" "
+  while read -r f; do
+    m=$(basename "$f" .ko); m=${m//-/_}  # kbuild names a module after its object
+    USB4_KO_NAMES+=("$m"); built+="$m "
+    cp "$f" "$out/ko/$m.ko"
+  done <<<"$kos"
+  # The .modinfo sections, cut out with the toolchain's objcopy (a plain string search
+  # of the .ko also finds "name=%s"-like format strings).
+  tc_run "$out/ko" /bin/sh -c 'for f in /build/*.ko; do objcopy -O binary --only-section=.modinfo "$f" "${f%.ko}.modinfo"; done' \
+    || die "usb4: objcopy of the .modinfo sections failed"
+  for m in "${USB4_KO_NAMES[@]}"; do
+    for d in $(modinfo_field "$out/ko/$m.modinfo" depends | tr ',' ' '); do
+      [[ $built == *" $d "* ]] && continue
+      # The stand-in replaces thunderbolt.ko: a module that still needs the real one was
+      # linked against the kernel's symbols, not tbloop's.
+      [[ $d == thunderbolt ]] && die "usb4: $m.ko depends on the real thunderbolt.ko (built without tbloop's Module.symvers, or tbloop does not export what it uses)"
+      deps+=("$d")
+    done
+  done
+  [[ " ${USB4_KO_NAMES[*]} " == *" thunderbolt_ibverbs "* ]] || die "usb4: $USB4_TREE built no thunderbolt_ibverbs.ko"
+  # The image carries them without debug info (~12 MB each otherwise); BTF stays.
+  tc_run "$out/ko" /bin/sh -c 'strip --strip-debug /build/*.ko; rm -f /build/*.modinfo' || die "usb4: strip failed"
+  USB4_KODIR="$out/ko"
+  KMODS_REQUIRED="$USB4_KMODS ${deps[*]}"
+  KMODS_OPTIONAL="ib_uverbs_support cuse"
+  # 6.12's libcrc32c (hellas-gda-v2 needs it) has softdep=pre: crc32c, which busybox
+  # modprobe ignores; without an implementation loaded first its init fails.
+  KMODS_PRE="crc32c_generic crc32c_intel"
+  KMODS_TAG="-usb4-$(printf '%s' "$KMODS_PRE $KMODS_REQUIRED" | sha256sum | cut -c1-8)"
+  USB4_TBLOOP_PARAMS=${USB4_TBLOOP_PARAMS:-}
+  USB4_TBV_PARAMS=${USB4_TBV_PARAMS:-$USB4_TBV_PARAMS_DEFAULT}
+  if [[ -z $VM_OVERLAY ]]; then
+    local so=${USB4_PROVIDER_SO:-$REPO/build/libusb4_rdma.so}
+    # shellcheck source=/dev/null
+    . "$REPO/tests/stock/lib.sh"
+    stock_overlay "$out/overlay" "$so" || exit 1
+    # usb4 devices are ours without any opt-in: no claim_rxe here.
+    rm -rf "$out/overlay/etc/usb4verbs"
+    VM_OVERLAY="$out/overlay"
+  fi
+  USB4_DESC="$USB4_TREE ($(sed -n 's/^\([0-9a-f]\{7\}\).*/\1/p' "$treedir/SNAPSHOT" 2>/dev/null | head -n1)) on $KVER, modules ${USB4_KO_NAMES[*]}"
+}
+
+# modinfo_field MODINFO FIELD: FIELD of a dumped .modinfo section (NUL-separated).
+modinfo_field() {
+  tr '\0' '\n' < "$1" | grep -a -m1 "^$2=" | cut -d= -f2- || true
+}

@@ -1,0 +1,59 @@
+# shellcheck shell=bash
+# The module trees the usb4 bed builds, by the name USB4_TREE takes, and where their
+# source is. Needs USB4_MODULE_SRC and USB4CACHE set.
+
+# Trees in the order the bed builds them. donnerkeule-cq is the graft below.
+USB4_TREES="hellas-main pleite-gda hellas-gda-v2 donnerkeule-cq"
+
+# usb4_module_src REPO: USB4_MODULE_SRC, else ../shared/usb4-module beside the repo when
+# it exists; prints nothing when neither is there.
+usb4_module_src() {
+  if [[ -n ${USB4_MODULE_SRC:-} ]]; then
+    printf '%s\n' "$USB4_MODULE_SRC"
+  elif [[ -d $1/../shared/usb4-module ]]; then
+    (cd "$1/../shared/usb4-module" && pwd)
+  fi
+}
+
+# usb4_tree_kernel TREE: the Debian kernel package the tree is built and booted with: the
+# newest in the archive it builds against (tests/usb4/README.md lists the kernels tried
+# and the compiler's errors on the newer ones). KSUITE first, then KPKG.
+usb4_tree_kernel() {
+  case $1 in
+    hellas-main | donnerkeule-cq) printf 'trixie-backports linux-image-7.2.12+deb13-amd64\n' ;;
+    hellas-gda-v2 | pleite-gda) printf 'trixie linux-image-6.12.118+deb13-amd64\n' ;;
+    *) return 1 ;;
+  esac
+}
+
+# usb4_tree_dir TREE: prints the directory to build (its Kbuild dir is kernel/). The
+# donnerkeule snapshot has only kernel/ibdev.c and proto/tbv_cq_shm.h of its tree (its
+# SNAPSHOT file), so the CQ-ring backend is built as those two files laid over a copy of
+# hellas-main, the released tree donnerkeule forked from; the copy lives in the cache
+# and is never committed.
+usb4_tree_dir() {
+  local tree=$1 src=$USB4_MODULE_SRC
+  case $tree in
+    hellas-main | pleite-gda | hellas-gda-v2)
+      [[ -d $src/$tree/kernel ]] || { log "usb4: no $src/$tree/kernel"; return 1; }
+      printf '%s\n' "$src/$tree" ;;
+    donnerkeule-cq)
+      local dk="$src/donnerkeule-partial/370cd95" g="$USB4CACHE/graft/donnerkeule-370cd95-on-hellas-main"
+      [[ -f $dk/kernel/ibdev.c && -f $dk/proto/tbv_cq_shm.h && -d $src/hellas-main/kernel ]] \
+        || { log "usb4: the graft needs $dk/kernel/ibdev.c, $dk/proto/tbv_cq_shm.h and $src/hellas-main"; return 1; }
+      rm -rf "$g.tmp"; mkdir -p "$g.tmp"
+      cp -a "$src/hellas-main/." "$g.tmp/"
+      cp "$dk/kernel/ibdev.c" "$g.tmp/kernel/ibdev.c"
+      cp "$dk/proto/tbv_cq_shm.h" "$g.tmp/proto/tbv_cq_shm.h"
+      rm -rf "$g"; mv "$g.tmp" "$g"
+      printf '%s\n' "$g" ;;
+    *) log "usb4: unknown tree $tree (one of: $USB4_TREES)"; return 1 ;;
+  esac
+}
+
+# usb4_tree_expected_to_fail TREE: the tree is recorded (tests/usb4/README.md) as not
+# building against any kernel the archive carries; the bed says SKIP with the compiler's
+# first error instead of FAIL, and boots it the day it builds.
+usb4_tree_expected_to_fail() {
+  case $1 in pleite-gda | donnerkeule-cq) return 0 ;; *) return 1 ;; esac
+}

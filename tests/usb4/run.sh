@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# tests/usb4/run.sh [TREE...]: the `make test` stage "usb4 bed": builds tbloop and each
+# module tree (default: every tree in lib/trees.sh) against its kernel, then boots the VM
+# once per tree that built (USB4_TREE=<tree> tests/vm/run.sh) and runs
+# tests/usb4/guest-smoke.sh there: ibv_devices, ibv_devinfo -v and ibv_rc_pingpong
+# through our provider. Go-test-style lines usb4/build/<tree>, usb4/<tree>/...; SKIP
+# lines when USB4_MODULE_SRC is absent, or for a tree recorded as not building.
+set -uo pipefail
+
+main() {
+USB4DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$USB4DIR/../.." && pwd)
+VMDIR="$REPO/tests/vm"
+for f in "$VMDIR/lib/common.sh" "$VMDIR/lib/fetch.sh" "$USB4DIR/lib/toolchain.sh" "$USB4DIR/lib/trees.sh"; do
+  # shellcheck source=/dev/null
+  . "$f"
+done
+CACHE=${CACHE:-$REPO/.cache}
+export CACHE
+VMCACHE="$CACHE/vm"
+USB4CACHE="$CACHE/usb4"
+MIRROR=${MIRROR:-$(host_mirror)}
+mkdir -p "$VMCACHE" "$USB4CACHE"
+
+local trees=("$@") tree
+((${#trees[@]})) || read -ra trees <<<"$USB4_TREES"
+USB4_MODULE_SRC=$(usb4_module_src "$REPO")
+if [[ -z $USB4_MODULE_SRC || ! -d $USB4_MODULE_SRC ]]; then
+  local why="USB4_MODULE_SRC not set and ../shared/usb4-module absent"
+  [[ -n $USB4_MODULE_SRC ]] && why="USB4_MODULE_SRC=$USB4_MODULE_SRC is not a directory"
+  for tree in "${trees[@]}"; do result SKIP "usb4/$tree" "$why"; done
+  return 0
+fi
+export USB4_MODULE_SRC
+local tbloop=${USB4_TBLOOP_SRC:-$REPO/tests/usb4/tbloop}
+if [[ ! -f $tbloop/Makefile && ! -f $tbloop/Kbuild ]]; then
+  for tree in "${trees[@]}"; do
+    result SKIP "usb4/$tree" "no tbloop module at ${tbloop#"$REPO"/} yet"
+  done
+  return 0
+fi
+
+local rc=0 k first log
+for tree in "${trees[@]}"; do
+  k=$(usb4_tree_kernel "$tree") || { result FAIL "usb4/build/$tree" "unknown tree"; rc=1; continue; }
+  log="$REPO/build/usb4/$tree.build.log"
+  mkdir -p "${log%/*}"
+  # The build on its own first, so that a tree that does not build is one clear line.
+  if (KSUITE=${k%% *} KPKG=${k#* } usb4_build_only "$tree" "$tbloop") > "$log" 2>&1; then
+    result PASS "usb4/build/$tree" "${k#* }"
+  else
+    first=$(grep -m1 -E 'error:|ERROR:|FATAL' "$log" | sed 's/^[[:space:]]*//')
+    if usb4_tree_expected_to_fail "$tree"; then
+      result SKIP "usb4/build/$tree" "does not build against ${k#* }, as recorded in tests/usb4/README.md: $first"
+    else
+      cat "$log"
+      result FAIL "usb4/build/$tree" "${k#* }: $first"
+      rc=1
+    fi
+    continue
+  fi
+  USB4_TREE=$tree USB4_TBLOOP_SRC=$tbloop VM_EXTRA_DEBS="ibverbs-utils${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+    VM_GUEST_SCRIPT="$USB4DIR/guest-smoke.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} \
+    "$VMDIR/run.sh" || rc=1
+done
+return $rc
+}
+
+# usb4_build_only TREE TBLOOP: tbloop, then TREE against tbloop's symbols.
+usb4_build_only() {
+  local out="$USB4CACHE/bed/check-$1" dir
+  toolchain_prepare
+  rm -rf "$out"
+  kbuild_module "$2" "" "$out/tbloop" || return 1
+  dir=$(usb4_tree_dir "$1") || return 1
+  KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" kbuild_module "$dir" kernel "$out/tree"
+}
+
+main "$@"

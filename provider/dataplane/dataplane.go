@@ -38,6 +38,7 @@ const (
 	WRRDMARead         = C.USB4V_WR_RDMA_READ
 	WRAtomicCmpAndSwp  = C.USB4V_WR_ATOMIC_CMP_AND_SWP
 	WRAtomicFetchAdd   = C.USB4V_WR_ATOMIC_FETCH_AND_ADD
+	WRSendWithInv      = C.USB4V_WR_SEND_WITH_INV
 
 	SendFence     = C.USB4V_SEND_FENCE
 	SendSignaled  = C.USB4V_SEND_SIGNALED
@@ -69,6 +70,10 @@ const (
 	QPStateRTS         = C.USB4V_QPS_RTS
 	QPStateErr         = C.USB4V_QPS_ERR
 	DVStaleGeneration  = C.USB4V_USB4_RDMA_DV_CQE_STALE_GEN
+	DVCapsV1           = C.USB4V_USB4_RDMA_DV_CAPS_V1 // SEND, SEND_IMM, WRITE, WRITE_IMM, FENCE
+	DVCapsV2           = C.USB4V_USB4_RDMA_DV_CAPS_V2 // V1, READ and the atomics
+	DVCapRead          = C.USB4V_USB4_RDMA_DV_CAP_READ
+	DVCapFence         = C.USB4V_USB4_RDMA_DV_CAP_FENCE
 	SizeofCreateCQTail = C.sizeof_struct_usb4v_tbv_uresp_create_cq
 )
 

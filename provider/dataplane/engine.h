@@ -208,10 +208,6 @@ struct usb4v_rxe_ring {
 
 struct usb4v_qp;
 
-/* DV send-completion order: one ticket per completion the QP must report. */
-#define USB4V_DV_TICKETS 4096
-enum { USB4V_TICKET_DV = 1, USB4V_TICKET_KERNEL = 2 };
-
 struct usb4v_dv {
 	struct usb4v_usb4_rdma_dv_wqe *sq;
 	struct usb4v_usb4_rdma_dv_cqe *cq;
@@ -221,14 +217,9 @@ struct usb4v_dv {
 	uint8_t gen;
 	uint32_t sq_tail;        /* private producer counter (24-bit space) */
 	uint32_t cq_head;        /* private consumer counter */
-	uint32_t signaled_inflight;
-	/* tickets: ring of USB4V_TICKET_* in posting order, under sq_lock/cq lock */
-	uint8_t tickets[USB4V_DV_TICKETS];
-	uint32_t t_head, t_tail;
-	/* kernel-path send completions of this QP held back to keep order */
-	struct usb4v_ibv_wc stash[64];
-	uint32_t s_head, s_tail;
-	int kick; /* ring KICK once per batch */
+	uint32_t signaled_inflight; /* bounds what the DV CQ must hold */
+	int kick;                   /* ring KICK once per batch */
+	int refusal_logged;         /* one EOPNOTSUPP log line per QP */
 };
 
 struct usb4v_cq {
@@ -381,7 +372,8 @@ int usb4v_shm_validate(const struct usb4v_tbv_cq_shm *hdr, const struct usb4v_tb
 		       uint32_t requested_cqe, size_t mapped_len, const char **why);
 int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
 int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
-int usb4v_dv_route_kernel_wc(struct usb4v_cq *cq, const struct usb4v_ibv_wc *wc);
+/* The DV caps an RC or UC QP needs before it gets a DV queue. */
+uint32_t usb4v_dv_caps_needed(uint32_t qp_type);
 int usb4v_dv_encode_wqe(const struct usb4v_ibv_send_wr *wr, uint32_t caps, uint8_t gen,
 			struct usb4v_usb4_rdma_dv_wqe *out);
 void usb4v_dv_cqe_to_ibv(const struct usb4v_usb4_rdma_dv_cqe *cqe, uint32_t qp_num, struct usb4v_ibv_wc *out);

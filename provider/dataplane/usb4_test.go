@@ -25,6 +25,7 @@ type usb4Env struct {
 	qpnA, qpnB    uint32
 	wantCQBackend string
 	wantQPBackend string
+	sendSGE       uint32 // max_send_sge of the env's QPs
 }
 
 // The three usb4 backends the semantic list runs against.
@@ -34,7 +35,12 @@ func newUSB4Env(t *testing.T, mode string, cqe uint32) *usb4Env { return newUSB4
 
 func newUSB4EnvTB(t testing.TB, mode string, cqe uint32) *usb4Env {
 	t.Helper()
-	e := &usb4Env{d: usb4double.New()}
+	// A DV WQE carries one SGE: QPs that ask for more stay on kernel
+	// commands, so the DV env's QPs ask for one.
+	e := &usb4Env{d: usb4double.New(), sendSGE: 4}
+	if mode == "dv" {
+		e.sendSGE = 1
+	}
 	t.Cleanup(e.close)
 	switch mode {
 	case "kcmd":
@@ -83,12 +89,22 @@ func (e *usb4Env) newCQ(t testing.TB, cqe uint32) (*CQ, uint32) {
 }
 
 func (e *usb4Env) newQP(t testing.TB, cq *CQ, hcq uint32) (*QP, uint32, uint32) {
-	h, qpn, err := e.d.CreateQP(QPTypeRC, hcq, hcq)
+	sge := e.sendSGE
+	if sge == 0 {
+		sge = 1
+	}
+	return e.newQPWith(t, cq, hcq, QPConfig{Type: QPTypeRC, MaxSendSGE: sge})
+}
+
+// newQPWith creates a QP on the double as cfg says (Type, MaxSendSGE,
+// MaxInline) and tries DV on it, as cshim does.
+func (e *usb4Env) newQPWith(t testing.TB, cq *CQ, hcq uint32, cfg QPConfig) (*QP, uint32, uint32) {
+	h, qpn, err := e.d.CreateQP(cfg.Type, hcq, hcq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC,
-		MaxSendSGE: 4, MaxRecvSGE: 1, SendCQ: cq, RecvCQ: cq})
+	cfg.Sys, cfg.CmdFd, cfg.Handle, cfg.QPNum, cfg.MaxRecvSGE, cfg.SendCQ, cfg.RecvCQ = e.d.Sys(), 3, h, qpn, 1, cq, cq
+	qp, err := NewQP(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,9 +145,18 @@ func TestUSB4SendRecvMultiSGE(t *testing.T) {
 		if err := e.qpB.PostRecv([]RecvWR{{WrID: 77, SGEs: []SGE{e.sgeB(1000, 512)}}}); err != nil {
 			t.Fatal(err)
 		}
-		// Two SGEs: DV carries one, so on DV this one goes the kernel way.
 		err := e.qpA.PostSend([]SendWR{{WrID: 5, Opcode: WRSend, Flags: SendSignaled,
 			SGEs: []SGE{e.sgeA(0, 100), e.sgeA(200, 100)}}})
+		if e.sendSGE < 2 {
+			// The DV QP was granted one SGE: two are above its
+			// max_send_sge (TestUSB4DVNeverPostsThroughKernel has the
+			// 2-SGE QP, which stays on kernel commands).
+			var pe *PostError
+			if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, unix.EINVAL) {
+				t.Fatalf("2 SGEs on a 1-SGE QP: %v, want EINVAL at WR 0", err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,19 +372,19 @@ func TestUSB4CompletionEvent(t *testing.T) {
 	})
 }
 
-// DV: completions of WRs that went the kernel way come out in posting order
-// with the DV ones.
-func TestUSB4DVMergeOrder(t *testing.T) {
+// DV: a batch of DV WRs, one unsignaled, completes in posting order and
+// rings KICK.
+func TestUSB4DVOrderAndKick(t *testing.T) {
 	e := newUSB4Env(t, "dv", 64)
-	if err := e.qpB.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeB(0, 64)}}, {WrID: 2, SGEs: []SGE{e.sgeB(64, 64)}}}); err != nil {
+	if err := e.qpB.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeB(0, 64)}}, {WrID: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	ioctls := e.d.Ioctls()
 	err := e.qpA.PostSend([]SendWR{
-		{WrID: 1, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 16)}},                                                    // DV
-		{WrID: 2, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeA(16, 8), e.sgeA(32, 8)}},                                     // kernel
-		{WrID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB) + 512, RKey: e.rkeyB}, // DV
-		{WrID: 4, Opcode: WRRDMAWrite, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB) + 600, RKey: e.rkeyB},                      // DV, unsignaled
+		{WrID: 1, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 16)}},
+		{WrID: 2, Opcode: WRSend, Flags: SendSignaled}, // no SGE: a zero-length WQE
+		{WrID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB) + 512, RKey: e.rkeyB},
+		{WrID: 4, Opcode: WRRDMAWrite, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB) + 600, RKey: e.rkeyB}, // unsignaled
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -374,6 +399,157 @@ func TestUSB4DVMergeOrder(t *testing.T) {
 		}
 	}
 	expectEmpty(t, e.cqA)
+	if r := pollN(t, e.cqB, 2); r[1].WrID != 2 || r[1].ByteLen != 0 {
+		t.Fatalf("zero-length send arrived as %+v", r[1])
+	}
+}
+
+// issue 11: both DV trees answer EBUSY to an ordinary post_send on a QP with a
+// DV queue. A QP that may ask for what a DV WQE cannot carry stays on
+// kernel commands; on a DV QP what is left is refused with EOPNOTSUPP.
+func TestUSB4DVNeverPostsThroughKernel(t *testing.T) {
+	e := newUSB4Env(t, "dv", 256)
+	t.Run("two SGEs stay on kernel commands", func(t *testing.T) {
+		qp, _, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 2})
+		defer qp.Close()
+		if qp.SendBackend() != BackendKCmd || !strings.Contains(qp.FallbackReason(), "max_send_sge 2") {
+			t.Fatalf("backend %q reason %q, want kernel commands for max_send_sge 2", qp.SendBackend(), qp.FallbackReason())
+		}
+	})
+	t.Run("inline stays on kernel commands", func(t *testing.T) {
+		qp, _, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 1, MaxInline: 64})
+		defer qp.Close()
+		if qp.SendBackend() != BackendKCmd || !strings.Contains(qp.FallbackReason(), "inline") {
+			t.Fatalf("backend %q reason %q, want kernel commands for inline", qp.SendBackend(), qp.FallbackReason())
+		}
+	})
+	t.Run("refused on a DV QP", func(t *testing.T) {
+		var pe *PostError
+		err := e.qpA.PostSend([]SendWR{
+			{WrID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB},
+			{WrID: 2, Opcode: WRSend, Flags: SendInline | SendSignaled, SGEs: []SGE{e.sgeA(0, 8)}},
+		})
+		if !errors.As(err, &pe) || pe.Index != 1 || !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Fatalf("inline on a DV QP: %v, want EOPNOTSUPP at WR 1", err)
+		}
+		if s := pollN(t, e.cqA, 1)[0]; s.WrID != 1 || s.Status != WCSuccess {
+			t.Fatalf("WR before the refused one: %+v", s)
+		}
+		err = e.qpA.PostSend([]SendWR{{WrID: 3, Opcode: WRSendWithInv, SGEs: []SGE{e.sgeA(0, 8)}}})
+		if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Fatalf("SEND_WITH_INV on a DV QP: %v, want EOPNOTSUPP", err)
+		}
+	})
+	t.Run("atomics outside the caps", func(t *testing.T) {
+		d := usb4double.New()
+		d.SetDVCaps(DVCapsV1 | DVCapRead)
+		e2 := &usb4Env{d: d}
+		t.Cleanup(e2.close)
+		e2.cqA, e2.hcqA = e2.newCQ(t, 16)
+		e2.qpA, e2.hqpA, e2.qpnA = e2.newQP(t, e2.cqA, e2.hcqA)
+		if e2.qpA.SendBackend() != BackendDV {
+			t.Fatalf("backend %q (%s), want DV", e2.qpA.SendBackend(), e2.qpA.FallbackReason())
+		}
+		e2.bufA = pinned(t, 4096)
+		e2.lkeyA, e2.rkeyA, _ = d.RegMR(ptr(e2.bufA), 4096, accAll)
+		err := e2.qpA.PostSend([]SendWR{{WrID: 1, Opcode: WRAtomicFetchAdd, Flags: SendSignaled, SGEs: []SGE{e2.sgeA(0, 8)},
+			RemoteAddr: addr(e2.bufA) + 64, RKey: e2.rkeyA, CompareAdd: 1}})
+		var pe *PostError
+		if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Fatalf("atomic without the DV cap: %v, want EOPNOTSUPP", err)
+		}
+	})
+	if n := e.d.PostSendBusy(); n != 0 {
+		t.Fatalf("%d ordinary post_sends reached the kernel on a DV QP (the module answers EBUSY)", n)
+	}
+}
+
+// issue 11: attach DV only when the caps cover what the QP needs.
+// hellas-gda-v2 answers caps = 0; a kernel without READ cannot carry RC.
+func TestUSB4DVAttachNeedsCaps(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		model  int
+		caps   uint32
+		qpType uint32
+		want   string
+		reason string
+	}{
+		{"hellas-gda-v2 caps 0", usb4double.DVHellasGDAv2, 0, QPTypeRC, BackendKCmd, "DV caps 0x0 lack 0x3f"},
+		{"pleite caps V2 RC", usb4double.DVPleite, DVCapsV2, QPTypeRC, BackendDV, ""},
+		{"caps V1 RC lacks READ", usb4double.DVPleite, DVCapsV1, QPTypeRC, BackendKCmd, "lack 0x20"},
+		{"caps V1 UC", usb4double.DVPleite, DVCapsV1, QPTypeUC, BackendDV, ""},
+		{"no FENCE", usb4double.DVPleite, DVCapsV2 &^ DVCapFence, QPTypeUC, BackendKCmd, "lack 0x10"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := usb4double.New()
+			d.SetDVModel(c.model)
+			d.SetDVCaps(c.caps)
+			e := &usb4Env{d: d}
+			t.Cleanup(e.close)
+			e.cqA, e.hcqA = e.newCQ(t, 16)
+			e.cqB, e.hcqB = e.newCQ(t, 16)
+			e.qpA, e.hqpA, e.qpnA = e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: c.qpType, MaxSendSGE: 1})
+			e.qpB, e.hqpB, e.qpnB = e.newQPWith(t, e.cqB, e.hcqB, QPConfig{Type: c.qpType, MaxSendSGE: 1})
+			d.Connect(e.hqpA, e.hqpB)
+			if got := e.qpA.SendBackend(); got != c.want || !strings.Contains(e.qpA.FallbackReason(), c.reason) {
+				t.Fatalf("backend %q reason %q, want %q and %q", got, e.qpA.FallbackReason(), c.want, c.reason)
+			}
+			// Whichever path was chosen carries a write.
+			e.bufA = pinned(t, 4096)
+			e.lkeyA, e.rkeyA, _ = d.RegMR(ptr(e.bufA), 4096, accAll)
+			fill(e.bufA[:8], 3)
+			err := e.qpA.PostSend([]SendWR{{WrID: 9, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)},
+				RemoteAddr: addr(e.bufA) + 100, RKey: e.rkeyA}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := pollN(t, e.cqA, 1)[0]; s.WrID != 9 || s.Status != WCSuccess || !bytes.Equal(e.bufA[100:108], e.bufA[:8]) {
+				t.Fatalf("write on %s: %+v", c.want, s)
+			}
+		})
+	}
+}
+
+// issue 12 item 4: more than 64 kernel-path send completions in one poll
+// overflowed the 64-entry DV stash (completions reordered, a ticket
+// orphaned). Send completions come out in posting order for any number.
+func TestUSB4SendCompletionsInPostingOrder(t *testing.T) {
+	e := newUSB4Env(t, "dv", 512)
+	qp, hqp, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 2})
+	defer qp.Close()
+	e.d.Connect(hqp, hqp) // loopback: writes land in the same buffer
+	const n = 200
+	var wrs []SendWR
+	for i := 0; i < n; i++ {
+		w := SendWR{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)},
+			RemoteAddr: addr(e.bufA) + 4096, RKey: e.rkeyA}
+		if i%2 == 1 { // two SGEs: a DV WQE cannot carry these
+			w.SGEs = append(w.SGEs, e.sgeA(8, 8))
+		}
+		wrs = append(wrs, w)
+	}
+	if err := qp.PostSend(wrs); err != nil {
+		t.Fatal(err)
+	}
+	wc := make([]WC, 2*n)
+	got, err := e.cqA.Poll(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != n {
+		t.Fatalf("one poll returned %d completions, want %d", got, n)
+	}
+	for i := 0; i < n; i++ {
+		if wc[i].WrID != uint64(i) || wc[i].Status != WCSuccess {
+			t.Fatalf("completion %d is wr_id %d status %d: not in posting order", i, wc[i].WrID, wc[i].Status)
+		}
+	}
+	// Nothing is left waiting: another signaled post completes.
+	if err := qp.PostSend(wrs[:1]); err != nil {
+		t.Fatalf("post after the burst: %v", err)
+	}
+	pollN(t, e.cqA, 1)
 }
 
 // ---- malformed offers and error latches ----

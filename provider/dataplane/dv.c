@@ -136,6 +136,13 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 		free(dv);
 		return -ENOMEM;
 	}
+	if (pthread_mutex_init(&dv->post_mu, NULL)) {
+		free(dv->sq);
+		free(dv->cq);
+		free(dv->db);
+		free(dv);
+		return -ENOMEM;
+	}
 	memset(dv->sq, 0, sq_bytes);
 	memset(dv->cq, 0, cq_bytes);
 	memset(dv->db, 0, 4096);
@@ -170,6 +177,7 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 		rc = -EPROTO; /* generation must fit the 8 packed bits and match the page */
 	if (rc < 0) {
 		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason), "CREATE_QUEUE failed: errno %d", -rc);
+		pthread_mutex_destroy(&dv->post_mu);
 		free(dv->sq);
 		free(dv->cq);
 		free(dv->db);
@@ -340,7 +348,7 @@ int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct
 {
 	struct usb4v_dv *dv = qp->dv;
 	int rc = 0, pending_kick = 0;
-	pthread_spin_lock(&qp->sq_lock);
+	pthread_mutex_lock(&dv->post_mu);
 	for (; wr; wr = wr->next) {
 		int signaled = qp->sq_sig_all || (wr->send_flags & USB4V_SEND_SIGNALED);
 		struct usb4v_usb4_rdma_dv_wqe wqe;
@@ -368,13 +376,14 @@ int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct
 		__atomic_store_n(USB4V_DB_PRODUCER(dv->db, sq_tail), usb4v_dv_pack(dv->sq_tail, dv->gen), __ATOMIC_RELEASE);
 		pending_kick = 1;
 	}
-	uint32_t tail = usb4v_dv_pack(dv->sq_tail, dv->gen);
-	pthread_spin_unlock(&qp->sq_lock);
+	/* KICK under post_mu: no other poster can publish (and kick) a later
+	 * tail before the kernel has seen this one. */
 	if (pending_kick && dv->kick) {
-		int k = dv_kick(qp, tail);
+		int k = dv_kick(qp, usb4v_dv_pack(dv->sq_tail, dv->gen));
 		if (k && !rc)
 			rc = k;
 	}
+	pthread_mutex_unlock(&dv->post_mu);
 	return rc;
 }
 

@@ -434,6 +434,7 @@ void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id)
 		if (!cq->dv_qps)
 			cq->slow &= ~(uint32_t)USB4V_CQ_SLOW_DV;
 		pthread_spin_unlock(&cq->lock);
+		pthread_mutex_destroy(&qp->dv->post_mu);
 		free(qp->dv->sq);
 		free(qp->dv->cq);
 		free(qp->dv->db);

@@ -217,6 +217,12 @@ struct usb4v_dv {
 	uint8_t gen;
 	uint32_t sq_tail;        /* private producer counter (24-bit space) */
 	uint32_t cq_head;        /* private consumer counter */
+	/* Serialises posters from writing a WQE to the KICK that carries its
+	 * tail: a KICK with a tail another poster already kicked past marks
+	 * the queue in error (pleite-gda:kernel/ibdev.c tbv_dv_drain_sq_locked:
+	 * -EOVERFLOW), and the KICK is a system call, so a mutex, not a
+	 * spinlock. */
+	pthread_mutex_t post_mu;
 	uint32_t signaled_inflight; /* bounds what the DV CQ must hold */
 	int kick;                   /* ring KICK once per batch */
 	int refusal_logged;         /* one EOPNOTSUPP log line per QP */

@@ -552,6 +552,24 @@ func TestUSB4SendCompletionsInPostingOrder(t *testing.T) {
 	pollN(t, e.cqA, 1)
 }
 
+// issue 12 item 3: concurrent posters on one DV QP. pleite's KICK drains to
+// the tail in the request and marks the queue in error when that tail is
+// more than sq_entries ahead of its head, which a stale tail (another
+// poster already kicked past it) wraps to. 8 threads post on one QP; every
+// post succeeds or is ENOMEM (then the thread polls), every completion
+// arrives, and the queue stays live.
+func TestUSB4DVConcurrentPostersOneQP(t *testing.T) {
+	e := newUSB4Env(t, "dv", 4096)
+	e.d.SetKickEntryDelay(2000)
+	w := SendWR{Opcode: WRRDMAWrite, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}
+	if err := e.qpA.postThreadsC(e.cqA, w, 8, 500); err != nil {
+		t.Fatalf("%v (KICKs refused %d, DV qp_state %d)", err, e.d.KickErrors(), e.d.DVQPState(e.hqpA))
+	}
+	if n := e.d.KickErrors(); n != 0 || e.d.DVQPState(e.hqpA) != 0 {
+		t.Fatalf("%d KICKs refused, DV qp_state %d", n, e.d.DVQPState(e.hqpA))
+	}
+}
+
 // ---- malformed offers and error latches ----
 
 func TestUSB4MalformedRingOffersFallBack(t *testing.T) {

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "double.h"
 
@@ -730,6 +731,12 @@ static int dbl_ioctl(void *ctx, int fd, unsigned long req, void *arg)
 	    h->reserved1 || h->reserved2)
 		return -EINVAL;
 	const struct usb4v_ib_uverbs_attr *a = (const void *)(h + 1);
+	/* A real ioctl takes a microsecond or more to reach the driver; give
+	 * other posters that time, so races in front of a KICK show. */
+	if (h->method_id == USB4V_USB4_RDMA_DV_METHOD_KICK && __atomic_load_n(&d->kick_entry_delay_ns, __ATOMIC_RELAXED)) {
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = d->kick_entry_delay_ns };
+		nanosleep(&ts, NULL);
+	}
 	pthread_mutex_lock(&d->mu);
 	d->ioctls++;
 	int rc = 0;

@@ -63,6 +63,7 @@ struct dbl {
 	uint32_t dv_caps; /* QUERY_CAPS caps of the pleite model */
 	int dv_bad_gen_resp;
 	int dv_stale_next;
+	long kick_entry_delay_ns; /* sleep before a KICK reaches the double */
 	uint8_t next_gen;
 	uint64_t writes, ioctls, kicks, mmaps;
 	uint64_t kick_errors, post_send_busy;

@@ -70,6 +70,10 @@ func (d *Double) SpoilDVCQTail(qp, ahead uint32) {
 	C.dbl_spoil_dv_cq_tail(d.d, C.uint32_t(qp), C.uint32_t(ahead))
 }
 
+// SetKickEntryDelay makes every KICK sleep ns nanoseconds before the
+// double handles it, as a real ioctl takes time to reach the driver.
+func (d *Double) SetKickEntryDelay(ns int) { d.d.kick_entry_delay_ns = C.long(ns) }
+
 // SetBadGenerationResponse makes CREATE_QUEUE answer a generation that does
 // not match the doorbell page.
 func (d *Double) SetBadGenerationResponse(on bool) { d.d.dv_bad_gen_resp = cbool(on) }

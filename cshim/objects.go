@@ -204,7 +204,7 @@ func usb4goCreateQP(h C.uintptr_t, req *C.struct_usb4_qp_req, out *C.struct_usb4
 	ctx := pd.Context()
 	cfg := dataplane.QPConfig{
 		CmdFd: ctx.CmdFD(), Handle: qp.Handle(), QPNum: qp.QPN(), Type: uint32(req.qp_type),
-		SqSigAll: attr.SigAll, MaxSendSGE: granted.MaxSendSGE, MaxRecvSGE: granted.MaxRecvSGE,
+		SqSigAll: attr.SigAll, MaxSendWR: granted.MaxSendWR, MaxSendSGE: granted.MaxSendSGE, MaxRecvSGE: granted.MaxRecvSGE,
 		MaxInline: granted.MaxInlineData, SendCQ: scq.dp, RecvCQ: rcq.dp,
 	}
 	if srq != nil {
@@ -224,7 +224,7 @@ func usb4goCreateQP(h C.uintptr_t, req *C.struct_usb4_qp_req, out *C.struct_usb4
 			err = dp.AttachRxe(nil, sq.Offset, sq.Size, nil, rq.Offset, rq.Size)
 		}
 	case provider.DriverUSB4:
-		dp.TryDV(drv.ID, 0, 0) // falls back to kernel commands by itself
+		dp.TryDV(drv.ID) // falls back to kernel commands by itself
 	}
 	if err != nil {
 		dp.Close()

@@ -60,17 +60,24 @@ uint32_t usb4v_dv_caps_needed(uint32_t qp_type)
 	return need;
 }
 
-static uint32_t pow2_floor(uint32_t v)
+static uint32_t pow2_floor_le(uint32_t v)
 {
 	uint32_t p = 1;
 	while (p <= v / 2)
+		p *= 2;
+	return v ? p : 0;
+}
+
+static uint32_t pow2_ceil(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v && p <= UINT32_MAX / 2)
 		p *= 2;
 	return p;
 }
 
 int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
-		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps,
-		    uint32_t sq_entries, uint32_t cq_entries)
+		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps, uint32_t max_send_wr)
 {
 	const char *why = NULL;
 	if (caps->abi_version != USB4V_USB4_RDMA_DV_ABI_VERSION)
@@ -105,18 +112,21 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 			 "max_inline_data %u: a DV WQE carries no inline data", qp->max_inline);
 		return 0;
 	}
-	if (sq_entries == 0)
-		sq_entries = caps->default_sq_entries;
-	if (cq_entries == 0)
-		cq_entries = caps->default_cq_entries;
-	if (sq_entries > caps->max_sq_entries)
-		sq_entries = caps->max_sq_entries;
+	/* The QP was granted max_send_wr outstanding sends: the DV SQ holds
+	 * that many (a power of two, as slot = 24-bit index % entries must
+	 * not jump at the index wrap), and its CQ twice that, so that every
+	 * WQE's CQE fits (errors complete even unsignaled:
+	 * pleite-gda:kernel/ibdev.c tbv_dv_slot_complete). A grant the
+	 * kernel's DV queue cannot hold stays on kernel commands. */
+	uint32_t sq_entries = pow2_ceil(max_send_wr < USB4V_USB4_RDMA_DV_MIN_QUEUE_ENTRIES ?
+						USB4V_USB4_RDMA_DV_MIN_QUEUE_ENTRIES : max_send_wr);
+	uint32_t cq_entries = sq_entries <= UINT32_MAX / 2 ? 2 * sq_entries : sq_entries;
 	if (cq_entries > caps->max_cq_entries)
-		cq_entries = caps->max_cq_entries;
-	sq_entries = pow2_floor(sq_entries);
-	cq_entries = pow2_floor(cq_entries);
-	if (sq_entries < USB4V_USB4_RDMA_DV_MIN_QUEUE_ENTRIES || cq_entries < USB4V_USB4_RDMA_DV_MIN_QUEUE_ENTRIES) {
-		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason), "queue depth below minimum");
+		cq_entries = pow2_floor_le(caps->max_cq_entries);
+	if (sq_entries > caps->max_sq_entries || cq_entries < sq_entries) {
+		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason),
+			 "max_send_wr %u above what the DV queue holds (%u SQ, %u CQ entries)", max_send_wr,
+			 caps->max_sq_entries, caps->max_cq_entries);
 		return 0;
 	}
 

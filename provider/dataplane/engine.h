@@ -328,10 +328,11 @@ int usb4v_qp_attach_rxe(struct usb4v_qp *qp, void *sq_addr, uint64_t sq_off, siz
 /* usb4 DV: QUERY_CAPS answer (0 or -errno). */
 int usb4v_dv_query_caps(const struct usb4v_sys *sys, int cmd_fd, uint32_t driver_id,
 			struct usb4v_usb4_rdma_dv_query_caps_resp *caps);
-/* usb4 DV: CREATE_QUEUE for this QP; 1 when in use, 0 when it fell back. */
+/* usb4 DV: CREATE_QUEUE for this QP, sized for its granted max_send_wr;
+ * 1 when in use, 0 when it stays on kernel commands (reason in
+ * qp->fallback_reason). */
 int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
-		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps,
-		    uint32_t sq_entries, uint32_t cq_entries);
+		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps, uint32_t max_send_wr);
 void usb4v_qp_set_state(struct usb4v_qp *qp, int state);
 /* Detach (DESTROY_QUEUE, unmap, unlink) and free. */
 void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id);

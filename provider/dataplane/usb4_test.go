@@ -104,11 +104,14 @@ func (e *usb4Env) newQPWith(t testing.TB, cq *CQ, hcq uint32, cfg QPConfig) (*QP
 		t.Fatal(err)
 	}
 	cfg.Sys, cfg.CmdFd, cfg.Handle, cfg.QPNum, cfg.MaxRecvSGE, cfg.SendCQ, cfg.RecvCQ = e.d.Sys(), 3, h, qpn, 1, cq, cq
+	if cfg.MaxSendWR == 0 {
+		cfg.MaxSendWR = 64
+	}
 	qp, err := NewQP(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp.TryDV(0, 64, 128)
+	qp.TryDV(0)
 	return qp, h, qpn
 }
 
@@ -567,6 +570,44 @@ func TestUSB4DVConcurrentPostersOneQP(t *testing.T) {
 	}
 	if n := e.d.KickErrors(); n != 0 || e.d.DVQPState(e.hqpA) != 0 {
 		t.Fatalf("%d KICKs refused, DV qp_state %d", n, e.d.DVQPState(e.hqpA))
+	}
+}
+
+// issue 12 item 6: the DV queue took the kernel's default 256 entries
+// whatever the QP was granted, so the 257th outstanding WR was ENOMEM. It
+// now holds the granted max_send_wr, or the QP stays on kernel commands.
+func TestUSB4DVQueueHoldsGrantedMaxSendWR(t *testing.T) {
+	e := newUSB4Env(t, "dv", 2048)
+	qp, hqp, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 1, MaxSendWR: 600})
+	defer qp.Close()
+	e.d.Connect(hqp, hqp)
+	if qp.SendBackend() != BackendDV {
+		t.Fatalf("backend %q (%s), want DV", qp.SendBackend(), qp.FallbackReason())
+	}
+	var wrs []SendWR
+	for i := 0; i < 600; i++ {
+		wrs = append(wrs, SendWR{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)},
+			RemoteAddr: addr(e.bufA) + 4096, RKey: e.rkeyA})
+	}
+	// One batch: the engine kicks once at its end, so all 600 sit in the
+	// SQ at the same time.
+	if err := qp.PostSend(wrs); err != nil {
+		t.Fatalf("600 outstanding on a QP granted 600: %v", err)
+	}
+	wc := make([]WC, 1024)
+	n, err := e.cqA.Poll(wc)
+	if err != nil || n != 600 {
+		t.Fatalf("one poll: %d completions, %v; want 600", n, err)
+	}
+	for i := 0; i < n; i++ {
+		if wc[i].WrID != uint64(i) || wc[i].Status != WCSuccess {
+			t.Fatalf("completion %d: %+v", i, wc[i])
+		}
+	}
+	big, _, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 1, MaxSendWR: 2000})
+	defer big.Close()
+	if big.SendBackend() != BackendKCmd || !strings.Contains(big.FallbackReason(), "max_send_wr 2000") {
+		t.Fatalf("max_send_wr 2000 (pleite holds 1024): backend %q reason %q", big.SendBackend(), big.FallbackReason())
 	}
 }
 

@@ -397,13 +397,20 @@ int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct
 	return rc;
 }
 
-/* Next DV CQE of the QP, or NULL. Caller holds the send CQ's lock. */
-static const struct usb4v_usb4_rdma_dv_cqe *dv_peek(struct usb4v_dv *dv)
+/* Next DV CQE of the QP, or NULL. *broken is set when the kernel's cq_tail
+ * claims more CQEs than the DV CQ holds: nothing in it can be trusted.
+ * Caller holds the send CQ's lock. */
+static const struct usb4v_usb4_rdma_dv_cqe *dv_peek(struct usb4v_dv *dv, int *broken)
 {
 	uint32_t tail = __atomic_load_n(USB4V_DB_CONSUMER(dv->db, cq_tail), __ATOMIC_ACQUIRE);
 	if ((tail >> 24) != dv->gen)
 		return NULL; /* stale lifetime: nothing valid to read */
-	if ((tail & IDX_MASK) == dv->cq_head)
+	uint32_t avail = ((tail & IDX_MASK) - dv->cq_head) & IDX_MASK;
+	if (avail > dv->cq_entries) {
+		*broken = 1;
+		return NULL;
+	}
+	if (avail == 0)
 		return NULL;
 	return &dv->cq[dv->cq_head % dv->cq_entries];
 }
@@ -420,7 +427,8 @@ int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	for (struct usb4v_qp *qp = cq->dv_qps; qp && n < ne; qp = qp->dv_next) {
 		struct usb4v_dv *dv = qp->dv;
 		const struct usb4v_usb4_rdma_dv_cqe *cqe;
-		while (n < ne && (cqe = dv_peek(dv)) != NULL) {
+		int broken = 0;
+		while (n < ne && (cqe = dv_peek(dv, &broken)) != NULL) {
 			struct usb4v_usb4_rdma_dv_cqe copy = *cqe;
 			dv_pop(dv);
 			usb4v_dv_cqe_to_ibv(&copy, qp->qp_num, &wc[n++]);
@@ -429,6 +437,15 @@ int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 			uint32_t in = __atomic_load_n(&dv->signaled_inflight, __ATOMIC_ACQUIRE);
 			if (in)
 				__atomic_sub_fetch(&dv->signaled_inflight, 1, __ATOMIC_RELEASE);
+		}
+		if (broken) {
+			/* Latched like a mapped-ring overrun (cqring.c): the
+			 * CQ's completions can no longer be trusted. */
+			fprintf(stderr, "libusb4_rdma: qp 0x%x: the kernel's DV cq_tail is more than %u CQEs "
+					"ahead of ours; send CQ marked broken (EIO)\n", qp->qp_num, dv->cq_entries);
+			cq->error = -EIO;
+			cq->slow |= USB4V_CQ_SLOW_ERROR;
+			return n ? n : -EIO; /* what was copied is delivered; the next poll says EIO */
 		}
 	}
 	return n;

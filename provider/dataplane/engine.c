@@ -207,7 +207,7 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	/* DV QPs feed this CQ: their send completions come from their DV CQs,
 	 * everything else (receives, other QPs) from the backend. */
 	n = usb4v_dv_poll_merge(cq, ne, wc);
-	if (n < ne) {
+	if (n >= 0 && n < ne) {
 		int m = poll_backend(cq, ne - n, wc + n);
 		if (m < 0) {
 			if (n == 0)

@@ -378,6 +378,7 @@ int usb4v_shm_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 int usb4v_shm_validate(const struct usb4v_tbv_cq_shm *hdr, const struct usb4v_tbv_uresp_create_cq *tail,
 		       uint32_t requested_cqe, size_t mapped_len, const char **why);
 int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
+/* DV CQEs of the CQ's DV QPs: a count, or -EIO (latched on cq). */
 int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 /* The DV caps an RC or UC QP needs before it gets a DV queue. */
 uint32_t usb4v_dv_caps_needed(uint32_t qp_type);

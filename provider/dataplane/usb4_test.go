@@ -611,6 +611,21 @@ func TestUSB4DVQueueHoldsGrantedMaxSendWR(t *testing.T) {
 	}
 }
 
+// issue 12 item 7: a kernel that publishes a DV cq_tail more than the DV CQ
+// holds ahead of our head gives a latched EIO, as a mapped-ring overrun does,
+// not slots read as completions.
+func TestUSB4DVCQTailBeyondCQIsLatchedEIO(t *testing.T) {
+	e := newUSB4Env(t, "dv", 64)
+	e.d.SpoilDVCQTail(e.hqpA, 5)
+	wc := make([]WC, 512)
+	for i := 0; i < 3; i++ {
+		n, err := e.cqA.Poll(wc)
+		if !errors.Is(err, unix.EIO) {
+			t.Fatalf("poll %d after a bad cq_tail: %d completions, %v; want EIO", i, n, err)
+		}
+	}
+}
+
 // ---- malformed offers and error latches ----
 
 func TestUSB4MalformedRingOffersFallBack(t *testing.T) {

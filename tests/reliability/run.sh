@@ -95,6 +95,12 @@ write_doc() {
     done
     printf '\n'
     table "${outs[@]}"
+    # The hand-written "Defects fixed (issue 12)" section is not generated:
+    # carry it over from the doc being replaced.
+    if [[ -f $doc ]] && grep -q '^## Defects fixed (issue 12)' "$doc"; then
+      printf '\n'
+      sed -n '/^## Defects fixed (issue 12)/,$p' "$doc"
+    fi
   } > "$doc.tmp"
   mv "$doc.tmp" "$doc"
   log "wrote ${doc#"$REPO"/}"

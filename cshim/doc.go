@@ -15,7 +15,9 @@
 // Matching (match.c, DESIGN.md decision 6): usb4 devices by node GUID,
 // name prefix or Thunderbolt parent; rxe devices only when opted in with
 // USB4VERBS_CLAIM_RXE=1 or "claim_rxe yes" in /etc/usb4verbs/usb4_rdma.conf
-// (USB4VERBS_CONF overrides the path).
+// (USB4VERBS_CONF overrides the path). USB4VERBS_FORCE_KERNEL_COMMANDS=1
+// (or TBV_CQ_FORCE_IOCTL, or "force_kernel_commands yes") keeps usb4 CQs and
+// QPs on kernel commands: no mapped CQ ring, no DV send queue.
 //
 // Contexts (context.c) are allocated by libibverbs at its own size, on its
 // own command fd, on which provider.OpenFDKnown then creates the kernel

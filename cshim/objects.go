@@ -111,12 +111,19 @@ func attachCQ(ctx *provider.Context, e *cqEntry, requested uint32) error {
 		}
 		return dp.AttachRxe(nil, mi.Offset, mi.Size)
 	case provider.DriverUSB4:
+		if kernelCommandsForced() {
+			break
+		}
 		if tail := e.cq.DriverResp(); len(tail) >= dataplane.SizeofCreateCQTail {
 			dp.TryMappedRing(tail, requested)
 		}
 	}
 	return nil
 }
+
+// kernelCommandsForced says whether the user set force_kernel_commands
+// (settings.c): usb4 CQs and QPs then stay on kernel commands.
+func kernelCommandsForced() bool { return bool(C.usb4_abi_get().force_kernel_commands) }
 
 func destroyCQ(e *cqEntry) {
 	_ = e.cq.Destroy()
@@ -210,7 +217,7 @@ func usb4goCreateQP(h C.uintptr_t, req *C.struct_usb4_qp_req, out *C.struct_usb4
 	ctx := pd.Context()
 	cfg := dataplane.QPConfig{
 		CmdFd: ctx.CmdFD(), Handle: qp.Handle(), QPNum: qp.QPN(), Type: uint32(req.qp_type),
-		SqSigAll: attr.SigAll, MaxSendSGE: granted.MaxSendSGE, MaxRecvSGE: granted.MaxRecvSGE,
+		SqSigAll: attr.SigAll, MaxSendWR: granted.MaxSendWR, MaxSendSGE: granted.MaxSendSGE, MaxRecvSGE: granted.MaxRecvSGE,
 		MaxInline: granted.MaxInlineData, SendCQ: scq.dp, RecvCQ: rcq.dp,
 	}
 	if srq != nil {
@@ -230,7 +237,9 @@ func usb4goCreateQP(h C.uintptr_t, req *C.struct_usb4_qp_req, out *C.struct_usb4
 			err = dp.AttachRxe(nil, sq.Offset, sq.Size, nil, rq.Offset, rq.Size)
 		}
 	case provider.DriverUSB4:
-		dp.TryDV(drv.ID, 0, 0) // falls back to kernel commands by itself
+		if !kernelCommandsForced() {
+			dp.TryDV(drv.ID) // falls back to kernel commands by itself
+		}
 	}
 	if err != nil {
 		dp.Close()

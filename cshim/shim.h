@@ -100,6 +100,7 @@ struct usb4_abi {
 	size_t qp_comp_mask_off; // offsetof(struct verbs_qp, comp_mask); 0 = unknown
 	size_t sysfs_abi_ver_off;
 	bool claim_rxe; // rxe opt-in (settings.c)
+	bool force_kernel_commands; // usb4: no CQ ring, no DV (settings.c)
 
 	void *(*init_and_alloc_context)(void *ibdev, int cmd_fd, size_t alloc_size,
 					void *context_offset, uint32_t driver_id);
@@ -123,11 +124,16 @@ bool usb4_probe(void *lib, struct usb4_abi *abi, char *why, size_t why_len);
 // verbs_set_ops on scratch buffers; 0 if the result is not recognisable.
 unsigned usb4_probe_ops_slots(void (*set_ops)(void *vctx, const void *ops));
 
-// settings.c: whether rxe devices are claimed (USB4VERBS_CLAIM_RXE, else the
-// config file USB4VERBS_CONF or /etc/usb4verbs/usb4_rdma.conf).
-bool usb4_settings_claim_rxe(void);
-// Parses one config file; returns -1 if unreadable, else 0/1 for claim_rxe.
-int usb4_settings_read_claim_rxe(const char *path);
+// settings.c: the user settings, from the environment, else the config
+// file USB4VERBS_CONF or /etc/usb4verbs/usb4_rdma.conf.
+struct usb4_settings {
+	bool claim_rxe;             // claim rxe devices
+	bool force_kernel_commands; // usb4: kernel-command polling, no DV
+};
+struct usb4_settings usb4_settings_read(void);
+// Parses one config file into *s (keys it does not set stay); -1 if
+// unreadable, else 0.
+int usb4_settings_read_file(const char *path, struct usb4_settings *s);
 
 // match.c: device classification (DESIGN.md decision 6).
 enum usb4_kind {

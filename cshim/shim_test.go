@@ -318,6 +318,39 @@ func TestHostRxeOptIn(t *testing.T) {
 	}
 }
 
+// force_kernel_commands (usb4: no mapped CQ ring, no DV) from the
+// environment, donnerkeule's TBV_CQ_FORCE_IOCTL, or the config file, as the
+// probe line reports it; cshim/objects.go consults it before TryMappedRing
+// and TryDV.
+func TestHostForceKernelCommands(t *testing.T) {
+	h := setupHost(t)
+	conf := func(body string) string {
+		p := filepath.Join(t.TempDir(), "usb4_rdma.conf")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"default", nil, "force_kernel_commands 0"},
+		{"env", []string{"USB4VERBS_FORCE_KERNEL_COMMANDS=1"}, "force_kernel_commands 1"},
+		{"donnerkeule's variable", []string{"TBV_CQ_FORCE_IOCTL=1"}, "force_kernel_commands 1"},
+		{"config file", []string{"USB4VERBS_CONF=" + conf("force_kernel_commands yes\nclaim_rxe no\n")}, "claim_rxe 0 force_kernel_commands 1"},
+		{"env beats config", []string{"USB4VERBS_CONF=" + conf("force_kernel_commands = yes\n"), "USB4VERBS_FORCE_KERNEL_COMMANDS=0"}, "force_kernel_commands 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, r := listDevices(t, h, h.shim, h.listdev, append([]string{"USB4VERBS_DEBUG=1"}, tc.env...))
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("probe line lacks %q; stderr:\n%s", tc.want, r.stderr)
+			}
+		})
+	}
+}
+
 // buildFakeVerbs builds a libibverbs.so.1 stand-in exporting
 // verbs_register_driver_<pabi>@IBVERBS_PRIVATE_<pabi> and a verbs_set_ops
 // with the given member count; returns its directory.

@@ -288,12 +288,14 @@ static void tbl_rescan_fn(struct work_struct *work)
 }
 
 static DECLARE_DELAYED_WORK(tbl_rescan_work, tbl_rescan_fn);
+/* Its own queue: service probes run in it and may sleep (7.x warns on system_wq). */
+static struct workqueue_struct *tbl_rescan_wq;
 static bool tbl_exiting;
 
 void tbl_schedule_rescan(void)
 {
-	if (!READ_ONCE(tbl_exiting))
-		mod_delayed_work(system_wq, &tbl_rescan_work,
+	if (!READ_ONCE(tbl_exiting) && tbl_rescan_wq)
+		mod_delayed_work(tbl_rescan_wq, &tbl_rescan_work,
 				 msecs_to_jiffies(100));
 }
 
@@ -539,9 +541,12 @@ static int __init tbl_init(void)
 		tbl_cables[c].link_width = tbl_width(link_lanes[c]);
 	}
 
+	tbl_rescan_wq = alloc_ordered_workqueue("tbloop_rescan", 0);
+	if (!tbl_rescan_wq)
+		return -ENOMEM;
 	ret = tbl_fabric_init();
 	if (ret)
-		return ret;
+		goto err_rescan;
 	ret = tbl_bus_init();
 	if (ret)
 		goto err_fabric;
@@ -560,6 +565,8 @@ static int __init tbl_init(void)
 	return 0;
 
 err_cables:
+	WRITE_ONCE(tbl_exiting, true);
+	cancel_delayed_work_sync(&tbl_rescan_work);
 	for (c = 0; c < tbl_ncables; c++)
 		tbl_cable_unplug(&tbl_cables[c]);
 	debugfs_remove_recursive(tbl_debugfs);
@@ -569,6 +576,10 @@ err_hosts:
 	tbl_bus_exit();
 err_fabric:
 	tbl_fabric_exit();
+err_rescan:
+	WRITE_ONCE(tbl_exiting, true);
+	cancel_delayed_work_sync(&tbl_rescan_work);
+	destroy_workqueue(tbl_rescan_wq);
 	return ret;
 }
 
@@ -585,6 +596,7 @@ static void __exit tbl_exit(void)
 		tbl_host_exit(&tbl_hosts[h]);
 	tbl_bus_exit();
 	tbl_fabric_exit();
+	destroy_workqueue(tbl_rescan_wq);
 }
 
 module_init(tbl_init);

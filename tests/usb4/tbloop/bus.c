@@ -197,8 +197,10 @@ static void tbl_service_release(struct device *dev)
 
 	if (xd)
 		ida_free(&xd->service_ids, svc->id);
+#ifdef TBL_SVC_PROPS
 	tb_property_free_dir(svc->remote_properties);
 	tb_property_free_dir(svc->local_properties);
+#endif
 	kfree(svc->key);
 	kfree(svc);
 }
@@ -211,17 +213,28 @@ const struct device_type tb_service_type = {
 };
 EXPORT_SYMBOL_GPL(tb_service_type);
 
+#ifdef TBL_SVC_PROPS
 void tb_service_properties_changed(struct tb_service *svc)
 {
 	/* Local service properties are not published to the peer here. */
 }
 EXPORT_SYMBOL_GPL(tb_service_properties_changed);
+#endif
 
-static int tbl_find_service(struct device *dev, const void *data)
+struct tbl_svc_lookup {
+	const char *key;
+	bool found;
+};
+
+/* device_for_each_child, whose callback type is the same on 6.12 and 7.x. */
+static int tbl_find_service(struct device *dev, void *data)
 {
+	struct tbl_svc_lookup *l = data;
 	struct tb_service *svc = tb_to_service(dev);
 
-	return svc && !strcmp(svc->key, data);
+	if (svc && !strcmp(svc->key, l->key))
+		l->found = true;
+	return 0;
 }
 
 static int tbl_service_add(struct tbl_xd *x, const char *key,
@@ -246,8 +259,13 @@ static int tbl_service_add(struct tbl_xd *x, const char *key,
 	svc->prtcrevs = p ? p->value.immediate : 0;
 	p = tb_property_find(dir, "prtcstns", TB_PROPERTY_TYPE_VALUE);
 	svc->prtcstns = p ? p->value.immediate : 0;
+#ifdef TBL_SVC_PROPS
 	svc->remote_properties = dir;
 	mutex_init(&svc->lock);
+#else
+	tb_property_free_dir(dir);
+	dir = NULL;
+#endif
 	svc->key = kstrdup(key, GFP_KERNEL);
 	id = ida_alloc(&xd->service_ids, GFP_KERNEL);
 	if (!svc->key || id < 0) {
@@ -301,7 +319,6 @@ void tbl_services_sync(struct tbl_xd *x)
 	struct tb_property_dir *copies[8] = {};
 	struct tbl_key_list keys = {};
 	struct tbl_local_dir *ld;
-	struct device *dev;
 	int i;
 
 	if (!x->registered)
@@ -323,10 +340,10 @@ void tbl_services_sync(struct tbl_xd *x)
 	device_for_each_child_reverse(&x->xd.dev, &keys, tbl_remove_missing);
 
 	for (i = 0; i < keys.n; i++) {
-		dev = device_find_child(&x->xd.dev, keys.key[i],
-					tbl_find_service);
-		if (dev || !copies[i]) {
-			put_device(dev);
+		struct tbl_svc_lookup l = { .key = keys.key[i] };
+
+		device_for_each_child(&x->xd.dev, &l, tbl_find_service);
+		if (l.found || !copies[i]) {
 			tb_property_free_dir(copies[i]);
 			continue;
 		}

@@ -469,37 +469,80 @@ static void tbl_host_exit(struct tbl_host *host)
 	if (host->pdev)
 		platform_device_unregister(host->pdev);
 	host->pdev = NULL;
+	pci_dev_put(host->pci);
+	host->pci = NULL;
+}
+
+#ifdef TBL_NHI_PCI
+/*
+ * This kernel's struct tb_nhi names a pci_dev (tb_ring_dma_device() is its
+ * dev). QEMU has no NHI, so host h borrows the h-th PCI function no driver
+ * is bound to (i440fx: the host bridge, the ISA bridge): a real PCI device
+ * with its DMA mask, never touched otherwise.
+ */
+static struct pci_dev *tbl_borrow_pci(int h)
+{
+	struct pci_dev *pdev = NULL;
+	int seen = 0;
+
+	while ((pdev = pci_get_device(PCI_ANY_ID, PCI_ANY_ID, pdev))) {
+		if (pdev->dev.driver || !pdev->dev.dma_mask)
+			continue;
+		if (seen++ == h)
+			return pdev;	/* the reference pci_get_device took */
+	}
+	return NULL;
+}
+#endif
+
+static struct device *tbl_host_device(struct tbl_host *host)
+{
+	return host->pci ? &host->pci->dev : &host->pdev->dev;
 }
 
 static int tbl_host_init(struct tbl_host *host, int h)
 {
-	struct platform_device_info info = {
-		.name = "tbloop-nhi",
-		.id = h,
-		.dma_mask = DMA_BIT_MASK(64),
-	};
 	struct tb *tb;
 	int ret;
 
 	host->index = h;
 	tbl_host_uuid(h, &host->uuid);
+#ifdef TBL_NHI_PCI
+	host->pci = tbl_borrow_pci(h);
+	if (!host->pci) {
+		pr_err("host %d: this kernel's NHI must be a PCI device and no driverless PCI function is left to stand in\n",
+		       h);
+		return -ENODEV;
+	}
+	host->nhi.pdev = host->pci;
+	pr_info("host %d: NHI stands in on PCI %s\n", h, pci_name(host->pci));
+#else
+	struct platform_device_info info = {
+		.name = "tbloop-nhi",
+		.id = h,
+		.dma_mask = DMA_BIT_MASK(64),
+	};
+
 	host->pdev = platform_device_register_full(&info);
 	if (IS_ERR(host->pdev)) {
 		ret = PTR_ERR(host->pdev);
 		host->pdev = NULL;
 		return ret;
 	}
+	host->nhi.dev = &host->pdev->dev;
+#endif
 	/* Buffers are found by DMA address = physical address (ring.c). */
-	if (device_iommu_mapped(&host->pdev->dev)) {
-		pr_err("tbloop-nhi.%d is behind an IOMMU; DMA addresses would not be physical\n",
-		       h);
+	if (device_iommu_mapped(tbl_host_device(host))) {
+		pr_err("host %d: %s is behind an IOMMU; DMA addresses would not be physical\n",
+		       h, dev_name(tbl_host_device(host)));
 		return -EOPNOTSUPP;
 	}
 
 	spin_lock_init(&host->nhi.lock);
-	host->nhi.dev = &host->pdev->dev;
 	host->nhi.hop_count = TBL_NHI_HOPS;
+#ifdef TBL_DOMAIN_RELEASED
 	init_completion(&host->nhi.domain_released);
+#endif
 	host->nhi.tx_rings = kcalloc(TBL_NHI_HOPS, sizeof(void *), GFP_KERNEL);
 	host->nhi.rx_rings = kcalloc(TBL_NHI_HOPS, sizeof(void *), GFP_KERNEL);
 	host->wq = alloc_workqueue("tbloop_xdp%d", WQ_UNBOUND, 0, h);
@@ -515,7 +558,7 @@ static int tbl_host_init(struct tbl_host *host, int h)
 	tb->security_level = TB_SECURITY_NONE;
 	tb->dev.bus = &tb_bus_type;
 	tb->dev.type = &tbl_domain_type;
-	tb->dev.parent = &host->pdev->dev;
+	tb->dev.parent = tbl_host_device(host);
 	dev_set_name(&tb->dev, "domain%d", h);
 	ret = device_register(&tb->dev);
 	if (ret) {

@@ -109,7 +109,7 @@ static struct tb_ring *tbl_ring_alloc(struct tb_nhi *nhi, int hop, int size,
 	tr->ring.poll_data = poll_data;
 	INIT_LIST_HEAD(&tr->ring.queue);
 	INIT_LIST_HEAD(&tr->ring.in_flight);
-	init_waitqueue_head(&tr->ring.wait);
+	init_waitqueue_head(&tr->wait);
 	INIT_LIST_HEAD(&tr->posted);
 	INIT_LIST_HEAD(&tr->done);
 	INIT_LIST_HEAD(&tr->kick_node);
@@ -225,19 +225,21 @@ void tb_ring_stop(struct tb_ring *ring)
 	spin_unlock_irqrestore(&ring->lock, flags);
 	/* A callback of this very ring may be what called us: do not wait on it. */
 	if (current != READ_ONCE(tbl_fabric_task))
-		wait_event(ring->wait, READ_ONCE(tr->cb_active) == 0);
+		wait_event(tr->wait, READ_ONCE(tr->cb_active) == 0);
 }
 EXPORT_SYMBOL_GPL(tb_ring_stop);
 
+#ifdef TBL_RING_FLUSH
 bool tb_ring_flush(struct tb_ring *ring, unsigned int timeout_msec)
 {
 	struct tbl_ring *tr = tbl_ring(ring);
 
-	return wait_event_timeout(ring->wait,
+	return wait_event_timeout(tr->wait,
 				  list_empty(&tr->posted) || !ring->running,
 				  msecs_to_jiffies(timeout_msec)) > 0;
 }
 EXPORT_SYMBOL_GPL(tb_ring_flush);
+#endif
 
 void tb_ring_free(struct tb_ring *ring)
 {
@@ -345,7 +347,7 @@ static void tbl_kick_blocked_senders(void)
 
 static void *tbl_frame_va(struct tbl_ring *tr, dma_addr_t addr, size_t len)
 {
-	struct device *dev = tr->host->nhi.dev;
+	struct device *dev = tbl_nhi_dev(tr->host);
 	phys_addr_t phys = dma_to_phys(dev, addr);
 
 	if (!len || !pfn_valid(PHYS_PFN(phys)) ||
@@ -487,7 +489,7 @@ static void tbl_fabric_tx(struct tbl_ring *tr)
 	if (budget < 0 && !list_empty(&tr->posted))
 		tbl_fabric_kick(tr);	/* fairness: come back after the others */
 	spin_unlock_irqrestore(&tr->ring.lock, flags);
-	wake_up_all(&tr->ring.wait);
+	wake_up_all(&tr->wait);
 }
 
 /* 7.3 added rings that never interrupt: polled only. */
@@ -533,7 +535,7 @@ static void tbl_fabric_complete(struct tbl_ring *tr)
 	spin_lock_irqsave(&ring->lock, flags);
 	tr->cb_active--;
 	spin_unlock_irqrestore(&ring->lock, flags);
-	wake_up_all(&ring->wait);
+	wake_up_all(&tr->wait);
 }
 
 static void tbl_fabric_fn(struct work_struct *work)

@@ -15,6 +15,7 @@
 #include <linux/completion.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/pci.h>
 #include <linux/platform_device.h>
 #include <linux/spinlock.h>
 #include <linux/thunderbolt.h>
@@ -32,6 +33,15 @@
 /* Control packets: at most 256 bytes with the 4-byte CRC (linux:drivers/thunderbolt/ctl.c). */
 #define TBL_CTL_MAX_PAYLOAD	(TB_FRAME_SIZE - 4)
 #define TBL_XDOMAIN_HDR_SIZE	12
+
+/* 6.12's header has neither; a frame's 12-bit size 0 means 4096 there too. */
+#ifndef TB_MAX_FRAME_SIZE
+#define TB_MAX_FRAME_SIZE	4096
+static inline size_t tb_ring_frame_size(const struct ring_frame *frame)
+{
+	return frame->size ? frame->size : TB_MAX_FRAME_SIZE;
+}
+#endif
 
 struct tbl_host;
 struct tbl_cable;
@@ -67,7 +77,9 @@ struct tbl_cable {
 
 struct tbl_host {
 	int index;
-	struct platform_device *pdev;	/* DMA device and parent of the domain */
+	/* The NHI device: DMA device and parent of the domain. */
+	struct platform_device *pdev;	/* 7.x: nhi->dev */
+	struct pci_dev *pci;		/* kernels whose nhi has a pci_dev (6.12) */
 	struct tb *tb;
 	struct tb_nhi nhi;
 	uuid_t uuid;
@@ -84,6 +96,7 @@ struct tbl_ring {
 	bool irq_masked;		/* poll mode: start_poll called, waiting for poll_complete */
 	int cb_active;			/* callbacks running now (tb_ring_stop waits for 0) */
 	bool e2e_blocked;		/* TX: head frame waits for a buffer on the peer */
+	wait_queue_head_t wait;		/* callbacks done, frames moved (6.12 has no ring->wait) */
 	u64 frames;
 	u64 bytes;
 };
@@ -91,6 +104,15 @@ struct tbl_ring {
 static inline struct tbl_ring *tbl_ring(struct tb_ring *ring)
 {
 	return container_of(ring, struct tbl_ring, ring);
+}
+
+static inline struct device *tbl_nhi_dev(struct tbl_host *host)
+{
+#ifdef TBL_NHI_PCI
+	return &host->nhi.pdev->dev;
+#else
+	return host->nhi.dev;
+#endif
 }
 
 static inline struct tbl_xd *tbl_xd(struct tb_xdomain *xd)

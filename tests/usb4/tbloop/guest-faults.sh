@@ -51,13 +51,13 @@ pingpong() {
 all=$((${TBLOOP_RAILS_PER_CABLE:-2} * 2 * $(cat "$P/cables")))
 wait_devs "$all" 30 || { fail setup "$(ndevs) of $all devices ACTIVE"; exit 1; }
 echo "devices: $(ls /sys/class/infiniband | tr '\n' ' ')"
-cat "$D/stats" | head -n 17
+head -n 17 "$D/stats"
 
 # 1. A trained-down link: sysfs shows it at once on both ends.
 echo 1 > "$D/cable0/link_lanes"; echo 10 > "$D/cable0/link_speed"
-got="$(cat $xd/rx_speed) $(cat $xd/tx_lanes) $(cat /sys/bus/thunderbolt/devices/1-5/rx_lanes)"
+got="$(cat "$xd/rx_speed") $(cat "$xd/tx_lanes") $(cat /sys/bus/thunderbolt/devices/1-5/rx_lanes)"
 echo 2 > "$D/cable0/link_lanes"; echo 20 > "$D/cable0/link_speed"
-back="$(cat $xd/rx_speed) $(cat $xd/rx_lanes)"
+back="$(cat "$xd/rx_speed") $(cat "$xd/rx_lanes")"
 if [ "$got" = "10.0 Gb/s 1 1" ] && [ "$back" = "20.0 Gb/s 2" ]; then pass trained_down_link
 else fail trained_down_link "read '$got', after restoring '$back'"; fi
 

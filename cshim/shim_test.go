@@ -1,4 +1,4 @@
-package main
+package cshim
 
 import (
 	"bytes"
@@ -120,7 +120,8 @@ func runInNamespace(t *testing.T, env []string, ndev int, args ...string) result
 type hostEnv struct {
 	dir     string
 	listdev string // listdev linked against the host's libibverbs
-	shim    string // RDMAV_DRIVERS entry for the Go-built .so
+	shim    string // RDMAV_DRIVERS entry for the front library
+	build   string // the directory scripts/build-provider.sh built both files in
 	skip    string
 }
 
@@ -169,16 +170,17 @@ func setupHost(t *testing.T) *hostEnv {
 			host.skip = "host libibverbs.so.1 not usable (apt-get install libibverbs1): " + err.Error()
 			return
 		}
-		so := filepath.Join(dir, "libusb4_rdma.so")
-		gobin, err := exec.LookPath("go")
-		if err != nil {
+		if _, err := exec.LookPath("go"); err != nil {
 			host.skip = "go not in PATH"
 			return
 		}
-		if out, err := exec.Command(gobin, "build", "-buildmode=c-shared", "-o", so, ".").CombinedOutput(); err != nil {
-			host.skip = fmt.Sprintf("FAIL build shim: %v\n%s", err, out)
+		// Both files, as `make build` makes them: the front and the Go part.
+		host.build = filepath.Join(dir, "build")
+		if out, err := exec.Command("../scripts/build-provider.sh", host.build).CombinedOutput(); err != nil {
+			host.skip = fmt.Sprintf("FAIL build provider: %v\n%s", err, out)
 			return
 		}
+		so := filepath.Join(host.build, "libusb4_rdma.so")
 		if host.shim, err = installAs(so, dir, "usb4_rdma"); err != nil {
 			host.skip = err.Error()
 		}
@@ -717,6 +719,7 @@ func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
 	}
 	// The data-path engine the ops table points at (provider/dataplane,
 	// without its benchmark helper), built as its cgo package builds it.
+	var engineObjs []string
 	engine, err := filepath.Glob("../provider/dataplane/*.c")
 	if err != nil || len(engine) == 0 {
 		t.Fatalf("no engine C files: %v", err)
@@ -729,15 +732,21 @@ func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
 		if err := gcc(append(asanFlags, "-std=gnu11", "-fPIC", "-I../uapi/c", "-c", "-o", obj, f)...); err != nil {
 			t.Fatal(err)
 		}
-		cfiles = append(cfiles, obj)
+		engineObjs = append(engineObjs, obj)
 	}
+	cfiles = append(cfiles, engineObjs...)
+	// The front, with its own copy of the engine, as scripts/build-provider.sh
+	// links it; and beside it the stand-in for the Go part, which creates
+	// engine objects with a second copy, as the real Go part does.
 	so = filepath.Join(dir, "libusb4_asan.so")
 	args := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o", so}, asanFlags...),
-		append(cfiles, "testdata/gostub.c", "-ldl", "-lpthread")...)
+		append(cfiles, "-ldl", "-lpthread")...)
 	if err := gcc(args...); err != nil {
 		t.Fatal(err)
 	}
-	if err := gcc(args...); err != nil {
+	stub := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o",
+		filepath.Join(dir, "libusb4_rdma-go.so")}, asanFlags...), append(engineObjs, "testdata/gostub.c", "-lpthread")...)
+	if err := gcc(stub...); err != nil {
 		t.Fatal(err)
 	}
 	return so, asanFlags

@@ -762,3 +762,86 @@ func lsanSupp(t *testing.T, dir string) string {
 	}
 	return supp
 }
+
+var footprintLine = regexp.MustCompile(`(?m)^footprint (\w+) threads (-?\d+) go_part_mapped (-?\d+)$`)
+
+// TestGoPartLoadedOnlyByAnOpen (issue 13): libibverbs loads the front library
+// and it claims our devices, but until one of them is opened the process has
+// one thread and no Go part mapped. The first open loads it (the open itself
+// then fails: no RDMA kernel here), and the Go runtime's threads appear.
+func TestGoPartLoadedOnlyByAnOpen(t *testing.T) {
+	h := setupHost(t)
+	l, r := listDevices(t, h, h.shim, h.listdev, nil, "footprint")
+	if got := l.claimed(); !equalStrings(got, usb4Claimed) {
+		t.Fatalf("claimed %v, want %v\nstderr:\n%s", got, usb4Claimed, r.stderr)
+	}
+	fp := map[string][2]int{}
+	for _, m := range footprintLine.FindAllStringSubmatch(r.stdout, -1) {
+		threads, _ := strconv.Atoi(m[2])
+		mapped, _ := strconv.Atoi(m[3])
+		fp[m[1]] = [2]int{threads, mapped}
+	}
+	if got, ok := fp["listed"]; !ok || got != [2]int{1, 0} {
+		t.Errorf("after listing: threads, go_part_mapped = %v, want [1 0] (no Go runtime)\nstdout:\n%s", got, r.stdout)
+	}
+	if got, ok := fp["opened"]; !ok || got[1] != 1 || got[0] < 2 {
+		t.Errorf("after opening: threads, go_part_mapped = %v, want the Go part mapped and its threads\nstdout:\n%s", got, r.stdout)
+	}
+	if c := strings.Count(r.stderr, "Go part"); c != 0 {
+		t.Errorf("the Go part loaded with complaints:\n%s", r.stderr)
+	}
+}
+
+// TestGoPartLoadFailures (issue 13 item 2): when the Go part cannot be
+// loaded, every open of our devices fails with an errno and exactly one line
+// naming the cause and the fix, and the process carries on.
+func TestGoPartLoadFailures(t *testing.T) {
+	h := setupHost(t)
+	front, err := os.ReadFile(filepath.Join(h.build, "libusb4_rdma.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		gopart  []byte // nil: no file
+		errno   string
+		message string
+	}{
+		{"missing", nil, "ENOENT", "libusb4_rdma-go.so is missing (No such file or directory); reinstall usb4verbs"},
+		{"not a library", []byte("not an ELF file\n"), "ELIBACC", "libusb4_rdma-go.so: file too short; reinstall usb4verbs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A copy, not a link: the front looks beside its own file.
+			dir := t.TempDir()
+			so := filepath.Join(dir, "libusb4_rdma.so")
+			if err := os.WriteFile(so, front, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tc.gopart != nil {
+				if err := os.WriteFile(filepath.Join(dir, "libusb4_rdma-go.so"), tc.gopart, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			shim, err := installAs(so, dir, "usb4_rdma")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, r := listDevices(t, h, shim, h.listdev, nil, "footprint")
+			for _, n := range usb4Claimed {
+				if l.open[n] != "errno "+tc.errno {
+					t.Errorf("open %s: %q, want errno %s", n, l.open[n], tc.errno)
+				}
+				line := "libusb4_rdma: " + n + ": cannot open: Go part: "
+				if c := strings.Count(r.stderr, line); c != 1 {
+					t.Errorf("%d lines %q, want 1; stderr:\n%s", c, line, r.stderr)
+				}
+			}
+			if c := strings.Count(r.stderr, tc.message); c != len(usb4Claimed) {
+				t.Errorf("%d lines name the cause %q, want one per open; stderr:\n%s", c, tc.message, r.stderr)
+			}
+			if c := strings.Count(r.stderr, "\n"); c != len(usb4Claimed)+1 { // + the ABI 7 warning
+				t.Errorf("%d stderr lines, want one per open and the ABI warning:\n%s", c, r.stderr)
+			}
+		})
+	}
+}

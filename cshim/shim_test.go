@@ -497,7 +497,7 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 		"create_cq_vector-1 EINVAL",
 		"child_alloc_pd ENOSYS",
 		"child_create_cq ENOSYS",
-		"child_open_device ENOSYS", // issue 12 item 8: pinned until the Go part loads on demand
+		"child_open_device ENOSYS", // the parent had loaded the Go part (issue 13 item 5)
 		"child exit 0",
 		"dealloc_pd 0",
 		"close 0",
@@ -507,6 +507,18 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 	}
 	if n := strings.Count(r.stderr, "in a fork() child"); n != 1 {
 		t.Errorf("%d fork-child log lines, want 1:\n%s", n, r.stderr)
+	}
+
+	// A prefork server: the parent only listed the devices, so its child
+	// may open one of ours and use it, and the parent still can afterwards.
+	_, r = listDevices(t, h, shim, prog, env, "usb4_rdma7", "prefork")
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("prefork: sanitizer report:\n%s", r.stderr)
+	}
+	want = []string{"child_open ok", "child_alloc_pd ok", "child_dealloc_pd 0", "child_close 0", "child exit 0",
+		"open ok", "close 0"}
+	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
+		t.Errorf("prefork: got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
 	}
 }
 

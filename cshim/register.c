@@ -12,6 +12,10 @@
 
 static struct usb4_abi the_abi;
 
+// Marks this file as usb4verbs' front library: `ibvinfo doctor`
+// (internal/sysinfo) finds the section and checks for the Go part beside it.
+__attribute__((section(".usb4verbs"), used)) static const char front_marker[] = "usb4verbs front library";
+
 const struct usb4_abi *usb4_abi_get(void)
 {
 	return &the_abi;

@@ -383,7 +383,19 @@ struct usb4_open_info {
 	uint64_t core_support; // UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT
 };
 
-// Implemented in Go (control.go, //export). Return 0 or a positive errno.
+// Implemented in the Go part (gopart/*.go, //export), which the front
+// library loads only when it opens a context (golib.c) and reaches through
+// struct usb4_go_api, never by link. Return 0 or a positive errno.
+//
+// Bump USB4_GO_API_VERSION whenever an entry below or a struct it takes
+// changes: a front and a Go part from different builds then refuse each
+// other (usb4goStart) instead of misreading arguments.
+#define USB4_GO_API_VERSION 1
+// What the Go part takes over from the front at start (settings.c).
+struct usb4_go_config {
+	bool force_kernel_commands;
+};
+int usb4goStart(uint32_t api_version, struct usb4_go_config *cfg);
 // Creates the kernel ucontext on libibverbs' cmd_fd, which stays libibverbs',
 // for the device as libibverbs and match.c identified it (kind, kernel
 // driver id for the ioctl headers, node GUID or 0).
@@ -413,6 +425,54 @@ int usb4goCreateAH(uintptr_t pd, struct usb4_ibv_ah_attr *attr, struct usb4_obj_
 int usb4goDestroyAH(uintptr_t ah);
 // A no-op: a thread that calls it has a Go M bound afterwards (fork.c).
 void usb4goWarm(void);
+
+// Every Go entry point as (member of struct usb4_go_api, exported name).
+#define USB4_GO_ENTRIES(X)                                                                                   \
+	X(Start, usb4goStart)                                                                                \
+	X(OpenContext, usb4goOpenContext)                                                                    \
+	X(CloseContext, usb4goCloseContext)                                                                  \
+	X(QueryDevice, usb4goQueryDevice)                                                                    \
+	X(QueryPort, usb4goQueryPort)                                                                        \
+	X(AllocPD, usb4goAllocPD)                                                                            \
+	X(DeallocPD, usb4goDeallocPD)                                                                        \
+	X(RegMR, usb4goRegMR)                                                                                \
+	X(DeregMR, usb4goDeregMR)                                                                            \
+	X(CreateCQ, usb4goCreateCQ)                                                                          \
+	X(DestroyCQ, usb4goDestroyCQ)                                                                        \
+	X(CreateQP, usb4goCreateQP)                                                                          \
+	X(ModifyQP, usb4goModifyQP)                                                                          \
+	X(QueryQP, usb4goQueryQP)                                                                            \
+	X(DestroyQP, usb4goDestroyQP)                                                                        \
+	X(CreateSRQ, usb4goCreateSRQ)                                                                        \
+	X(ModifySRQ, usb4goModifySRQ)                                                                        \
+	X(QuerySRQ, usb4goQuerySRQ)                                                                          \
+	X(DestroySRQ, usb4goDestroySRQ)                                                                      \
+	X(CreateAH, usb4goCreateAH)                                                                          \
+	X(DestroyAH, usb4goDestroyAH)                                                                        \
+	X(Warm, usb4goWarm)
+
+// The Go part's entry points, resolved with dlsym (golib.c); each member has
+// the type of the prototype above, so a call through it is checked as a
+// direct call would be.
+#define USB4_GO_MEMBER(member, name) __typeof__(&name) member;
+struct usb4_go_api {
+	USB4_GO_ENTRIES(USB4_GO_MEMBER)
+};
+
+// golib.c: the Go part, libusb4_rdma-go.so in the directory of the front
+// library's own file (symlinks resolved).
+#define USB4_GO_PART_NAME "libusb4_rdma-go.so"
+// Loads and starts the Go part once per process (thread-safe). Returns 0, or
+// an errno after writing one line naming the cause and the fix (on every
+// call that fails, so each failed open has its line). dev names the device
+// being opened, for that line.
+int usb4_go_load(const char *dev);
+// The Go part's entry points; only valid after usb4_go_load returned 0
+// (every op of a context of ours runs after its alloc_context did).
+const struct usb4_go_api *usb4_go(void);
+// True once this process has begun loading the Go part: from then on a
+// fork() child must not enter Go (fork.c).
+bool usb4_go_started(void);
 
 // fork.c: fork() child detection and thread pre-warming.
 void usb4_fork_guard_install(void);

@@ -1,4 +1,4 @@
-package main
+package cshim
 
 import (
 	"bytes"
@@ -120,7 +120,8 @@ func runInNamespace(t *testing.T, env []string, ndev int, args ...string) result
 type hostEnv struct {
 	dir     string
 	listdev string // listdev linked against the host's libibverbs
-	shim    string // RDMAV_DRIVERS entry for the Go-built .so
+	shim    string // RDMAV_DRIVERS entry for the front library
+	build   string // the directory scripts/build-provider.sh built both files in
 	skip    string
 }
 
@@ -169,16 +170,17 @@ func setupHost(t *testing.T) *hostEnv {
 			host.skip = "host libibverbs.so.1 not usable (apt-get install libibverbs1): " + err.Error()
 			return
 		}
-		so := filepath.Join(dir, "libusb4_rdma.so")
-		gobin, err := exec.LookPath("go")
-		if err != nil {
+		if _, err := exec.LookPath("go"); err != nil {
 			host.skip = "go not in PATH"
 			return
 		}
-		if out, err := exec.Command(gobin, "build", "-buildmode=c-shared", "-o", so, ".").CombinedOutput(); err != nil {
-			host.skip = fmt.Sprintf("FAIL build shim: %v\n%s", err, out)
+		// Both files, as `make build` makes them: the front and the Go part.
+		host.build = filepath.Join(dir, "build")
+		if out, err := exec.Command("../scripts/build-provider.sh", host.build).CombinedOutput(); err != nil {
+			host.skip = fmt.Sprintf("FAIL build provider: %v\n%s", err, out)
 			return
 		}
+		so := filepath.Join(host.build, "libusb4_rdma.so")
 		if host.shim, err = installAs(so, dir, "usb4_rdma"); err != nil {
 			host.skip = err.Error()
 		}
@@ -495,7 +497,7 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 		"create_cq_vector-1 EINVAL",
 		"child_alloc_pd ENOSYS",
 		"child_create_cq ENOSYS",
-		"child_open_device ENOSYS", // issue 12 item 8: pinned until the Go part loads on demand
+		"child_open_device ENOSYS", // the parent had loaded the Go part (issue 13 item 5)
 		"child exit 0",
 		"dealloc_pd 0",
 		"close 0",
@@ -505,6 +507,18 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 	}
 	if n := strings.Count(r.stderr, "in a fork() child"); n != 1 {
 		t.Errorf("%d fork-child log lines, want 1:\n%s", n, r.stderr)
+	}
+
+	// A prefork server: the parent only listed the devices, so its child
+	// may open one of ours and use it, and the parent still can afterwards.
+	_, r = listDevices(t, h, shim, prog, env, "usb4_rdma7", "prefork")
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("prefork: sanitizer report:\n%s", r.stderr)
+	}
+	want = []string{"child_open ok", "child_alloc_pd ok", "child_dealloc_pd 0", "child_close 0", "child exit 0",
+		"open ok", "close 0"}
+	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
+		t.Errorf("prefork: got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
 	}
 }
 
@@ -717,6 +731,7 @@ func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
 	}
 	// The data-path engine the ops table points at (provider/dataplane,
 	// without its benchmark helper), built as its cgo package builds it.
+	var engineObjs []string
 	engine, err := filepath.Glob("../provider/dataplane/*.c")
 	if err != nil || len(engine) == 0 {
 		t.Fatalf("no engine C files: %v", err)
@@ -729,15 +744,21 @@ func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
 		if err := gcc(append(asanFlags, "-std=gnu11", "-fPIC", "-I../uapi/c", "-c", "-o", obj, f)...); err != nil {
 			t.Fatal(err)
 		}
-		cfiles = append(cfiles, obj)
+		engineObjs = append(engineObjs, obj)
 	}
+	cfiles = append(cfiles, engineObjs...)
+	// The front, with its own copy of the engine, as scripts/build-provider.sh
+	// links it; and beside it the stand-in for the Go part, which creates
+	// engine objects with a second copy, as the real Go part does.
 	so = filepath.Join(dir, "libusb4_asan.so")
 	args := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o", so}, asanFlags...),
-		append(cfiles, "testdata/gostub.c", "-ldl", "-lpthread")...)
+		append(cfiles, "-ldl", "-lpthread")...)
 	if err := gcc(args...); err != nil {
 		t.Fatal(err)
 	}
-	if err := gcc(args...); err != nil {
+	stub := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o",
+		filepath.Join(dir, "libusb4_rdma-go.so")}, asanFlags...), append(engineObjs, "testdata/gostub.c", "-lpthread")...)
+	if err := gcc(stub...); err != nil {
 		t.Fatal(err)
 	}
 	return so, asanFlags
@@ -752,4 +773,87 @@ func lsanSupp(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return supp
+}
+
+var footprintLine = regexp.MustCompile(`(?m)^footprint (\w+) threads (-?\d+) go_part_mapped (-?\d+)$`)
+
+// TestGoPartLoadedOnlyByAnOpen (issue 13): libibverbs loads the front library
+// and it claims our devices, but until one of them is opened the process has
+// one thread and no Go part mapped. The first open loads it (the open itself
+// then fails: no RDMA kernel here), and the Go runtime's threads appear.
+func TestGoPartLoadedOnlyByAnOpen(t *testing.T) {
+	h := setupHost(t)
+	l, r := listDevices(t, h, h.shim, h.listdev, nil, "footprint")
+	if got := l.claimed(); !equalStrings(got, usb4Claimed) {
+		t.Fatalf("claimed %v, want %v\nstderr:\n%s", got, usb4Claimed, r.stderr)
+	}
+	fp := map[string][2]int{}
+	for _, m := range footprintLine.FindAllStringSubmatch(r.stdout, -1) {
+		threads, _ := strconv.Atoi(m[2])
+		mapped, _ := strconv.Atoi(m[3])
+		fp[m[1]] = [2]int{threads, mapped}
+	}
+	if got, ok := fp["listed"]; !ok || got != [2]int{1, 0} {
+		t.Errorf("after listing: threads, go_part_mapped = %v, want [1 0] (no Go runtime)\nstdout:\n%s", got, r.stdout)
+	}
+	if got, ok := fp["opened"]; !ok || got[1] != 1 || got[0] < 2 {
+		t.Errorf("after opening: threads, go_part_mapped = %v, want the Go part mapped and its threads\nstdout:\n%s", got, r.stdout)
+	}
+	if c := strings.Count(r.stderr, "Go part"); c != 0 {
+		t.Errorf("the Go part loaded with complaints:\n%s", r.stderr)
+	}
+}
+
+// TestGoPartLoadFailures (issue 13 item 2): when the Go part cannot be
+// loaded, every open of our devices fails with an errno and exactly one line
+// naming the cause and the fix, and the process carries on.
+func TestGoPartLoadFailures(t *testing.T) {
+	h := setupHost(t)
+	front, err := os.ReadFile(filepath.Join(h.build, "libusb4_rdma.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		gopart  []byte // nil: no file
+		errno   string
+		message string
+	}{
+		{"missing", nil, "ENOENT", "libusb4_rdma-go.so is missing (No such file or directory); reinstall usb4verbs"},
+		{"not a library", []byte("not an ELF file\n"), "ELIBACC", "libusb4_rdma-go.so: file too short; reinstall usb4verbs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A copy, not a link: the front looks beside its own file.
+			dir := t.TempDir()
+			so := filepath.Join(dir, "libusb4_rdma.so")
+			if err := os.WriteFile(so, front, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tc.gopart != nil {
+				if err := os.WriteFile(filepath.Join(dir, "libusb4_rdma-go.so"), tc.gopart, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			shim, err := installAs(so, dir, "usb4_rdma")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, r := listDevices(t, h, shim, h.listdev, nil, "footprint")
+			for _, n := range usb4Claimed {
+				if l.open[n] != "errno "+tc.errno {
+					t.Errorf("open %s: %q, want errno %s", n, l.open[n], tc.errno)
+				}
+				line := "libusb4_rdma: " + n + ": cannot open: Go part: "
+				if c := strings.Count(r.stderr, line); c != 1 {
+					t.Errorf("%d lines %q, want 1; stderr:\n%s", c, line, r.stderr)
+				}
+			}
+			if c := strings.Count(r.stderr, tc.message); c != len(usb4Claimed) {
+				t.Errorf("%d lines name the cause %q, want one per open; stderr:\n%s", c, tc.message, r.stderr)
+			}
+			if c := strings.Count(r.stderr, "\n"); c != len(usb4Claimed)+1 { // + the ABI 7 warning
+				t.Errorf("%d stderr lines, want one per open and the ABI warning:\n%s", c, r.stderr)
+			}
+		})
+	}
 }

@@ -22,14 +22,15 @@ main() {
   [[ -e /usr/include/infiniband/verbs.h ]] || { log "libibverbs-dev is needed to build vmcheck"; exit 1; }
 
   log "building the provider and vmcheck"
-  (cd "$repo" && go build -buildmode=c-shared -o "$work/libusb4_rdma.so" ./cshim)
+  "$repo/scripts/build-provider.sh" "$work"
   mkdir -p "$work/files" "$work/overlay/$provdir" "$work/overlay/etc/libibverbs.d" "$work/overlay/etc/usb4verbs"
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$work/files/vmcheck" "$repo/cshim/testdata/vmcheck.c" -libverbs
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/srqresize" "$repo/cshim/testdata/srqresize.c" -libverbs
 
-  # The provider as packaging installs it (one file, a name per PABI), the
-  # .driver file, and the rxe opt-in (cshim/README.md).
+  # The provider as packaging installs it (the front once, a name per PABI,
+  # the Go part beside it), the .driver file, and the rxe opt-in (cshim/README.md).
   install -m644 "$work/libusb4_rdma.so" "$work/overlay/$provdir/libusb4_rdma.so"
+  install -m644 "$work/libusb4_rdma-go.so" "$work/overlay/$provdir/libusb4_rdma-go.so"
   for p in 34 57 59 64 65; do ln -s libusb4_rdma.so "$work/overlay/$provdir/libusb4_rdma-rdmav$p.so"; done
   printf 'driver /%s/libusb4_rdma\n' "$provdir" > "$work/overlay/etc/libibverbs.d/usb4_rdma.driver"
   printf 'claim_rxe yes\n' > "$work/overlay/etc/usb4verbs/usb4_rdma.conf"

@@ -349,6 +349,10 @@ func checkProvider(e doctorEnv) check {
 	}
 	var wrong []string
 	for _, d := range v.Drivers {
+		if d.Ours && d.Installed && d.GoPart != "" && !d.GoPartInstalled {
+			return fail(id, fmt.Sprintf("%s is installed but its Go part %s is missing: every open of a usb4 device fails (ENOENT)", d.Library, d.GoPart),
+				"reinstall the usb4verbs package (it installs both files): "+installCommands)
+		}
 		if d.Ours && d.Installed {
 			return ok(id, fmt.Sprintf("%s is installed where libibverbs (%s) looks", d.Library, lib))
 		}

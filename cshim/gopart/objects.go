@@ -122,8 +122,9 @@ func attachCQ(ctx *provider.Context, e *cqEntry, requested uint32) error {
 }
 
 // kernelCommandsForced says whether the user set force_kernel_commands
-// (settings.c): usb4 CQs and QPs then stay on kernel commands.
-func kernelCommandsForced() bool { return bool(C.usb4_abi_get().force_kernel_commands) }
+// (settings.c, handed over by usb4goStart): usb4 CQs and QPs then stay on
+// kernel commands.
+func kernelCommandsForced() bool { return settings.forceKernelCommands }
 
 func destroyCQ(e *cqEntry) {
 	_ = e.cq.Destroy()

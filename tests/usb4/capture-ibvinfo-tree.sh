@@ -20,7 +20,7 @@ if [[ -z $out ]]; then
   tree=${USB4_TREE:-hellas-main}
   out="$REPO/build/usb4/$tree.diag.out"
   mkdir -p "${out%/*}"
-  USB4_TREE=$tree tests/usb4/run.sh --diag-only "$tree" > "$out" || true
+  USB4_DIAG_TREES=$tree "$USB4DIR/run.sh" --diag-only "$tree" > /dev/null || true
 fi
 [[ -s $out ]] || { echo "capture-ibvinfo-tree: no VM output in $out" >&2; exit 1; }
 

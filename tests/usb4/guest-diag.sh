@@ -35,6 +35,18 @@ wait_active() {
   return 1
 }
 
+# pingpong ITERS: ibv_rc_pingpong dev1 -> dev0 through our provider; the client's status.
+pingpong() {
+  taskset 1 timeout 60 ibv_rc_pingpong -d "$dev0" -g "$gid0" -n "$1" > /tmp/pp.server 2>&1 &
+  pps=$!
+  sleep 1
+  taskset 2 timeout 50 ibv_rc_pingpong -d "$dev1" -g "$gid1" -n "$1" 127.0.0.1 2>&1
+  pprc=$?
+  j=0; while kill -0 $pps 2>/dev/null && [ $j -lt 100 ]; do sleep 0.1; j=$((j + 1)); done
+  kill $pps 2>/dev/null; wait $pps
+  return $pprc
+}
+
 # capf FILE...: copy readable files into the capture tree $T at the same path.
 capf() {
   for f in "$@"; do
@@ -88,6 +100,13 @@ capture() {
     capf /sys/module/$m/parameters/*
   done
   capf $TBV/*
+  # summary.2, the later sample doctor --watch compares: after a few messages
+  # through our provider, so the data-path counters have moved.
+  if [ "$(ndevs)" -gt 0 ]; then
+    pingpong 20 > "$C/summary2.pingpong" 2>&1
+    echo "exit $?" >> "$C/summary2.pingpong"
+  fi
+  cp "$TBV/summary" "$T$TBV/summary.2"
   mkdir -p "$T/sys/class/iommu" "$T/sys/kernel/iommu_groups"
   for g in /sys/kernel/iommu_groups/*; do capf "$g"/type; done
   capf /proc/cmdline /proc/self/limits /proc/self/status
@@ -135,14 +154,14 @@ echo 20 > $TB/cable0/link_speed
 
 # 3. A cable pulled under ib_write_bw: both ends exit with an error, no hang; async
 #    events seen by ibv_asyncwatch on each device.
-timeout 60 ibv_asyncwatch -d "$dev0" > /tmp/async0 2>&1 &
+timeout 70 $B/unsupported --async-watch "$dev0" 60 > /tmp/async0 2>&1 &
 a0=$!
-timeout 60 ibv_asyncwatch -d "$dev1" > /tmp/async1 2>&1 &
+timeout 70 $B/unsupported --async-watch "$dev1" 60 > /tmp/async1 2>&1 &
 a1=$!
-taskset 1 timeout 90 ib_write_bw -d "$dev0" -x "$gid0" -D 60 -s 65536 > /tmp/wbw.server 2>&1 &
+taskset 1 timeout 90 ib_write_bw -d "$dev0" -x "$gid0" -n 1000000 -s 65536 > /tmp/wbw.server 2>&1 &
 sp=$!
 sleep 2
-taskset 2 timeout 90 ib_write_bw -d "$dev1" -x "$gid1" -D 60 -s 65536 127.0.0.1 > /tmp/wbw.client 2>&1 &
+taskset 2 timeout 90 ib_write_bw -d "$dev1" -x "$gid1" -n 1000000 -s 65536 127.0.0.1 > /tmp/wbw.client 2>&1 &
 cp=$!
 sleep 6
 echo 0 > $TB/cable0/plugged
@@ -154,8 +173,9 @@ kill -0 $sp 2>/dev/null && hung="$hung server"
 kill $cp $sp 2>/dev/null; wait $cp; crc=$?; wait $sp; src=$?
 sleep 1
 kill $a0 $a1 2>/dev/null; wait $a0 $a1 2>/dev/null
-echo "ib_write_bw client (exit $crc):"; tail -n 8 /tmp/wbw.client
-echo "ib_write_bw server (exit $src):"; tail -n 8 /tmp/wbw.server
+echo "dmesg after the pull:"; dmesg | tail -n 15
+echo "ib_write_bw client (exit $crc):"; cat /tmp/wbw.client
+echo "ib_write_bw server (exit $src):"; cat /tmp/wbw.server
 echo "async events $dev0:"; cat /tmp/async0
 echo "async events $dev1:"; cat /tmp/async1
 if [ -z "$hung" ] && [ $crc != 0 ] && [ $crc != 124 ] && [ $src != 124 ]; then
@@ -163,7 +183,7 @@ if [ -z "$hung" ] && [ $crc != 0 ] && [ $crc != 124 ] && [ $src != 124 ]; then
 else
   fail faults/cable_pull_ib_write_bw "hung: '$hung', client exit $crc, server exit $src"
 fi
-if grep -qE 'event (IBV_EVENT|[0-9])|IBV_EVENT_' /tmp/async0 /tmp/async1; then pass faults/cable_pull_async_event
+if grep -q ': event ' /tmp/async0 /tmp/async1; then pass faults/cable_pull_async_event
 else fail faults/cable_pull_async_event "no async event on $dev0 or $dev1"; fi
 capture cable-pulled
 cat /tmp/capture/cable-pulled/live.doctor.txt

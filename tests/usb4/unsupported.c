@@ -8,7 +8,11 @@
 // -EOPNOTSUPP (linux:drivers/infiniband/core/uverbs_cmd.c).
 //
 //   unsupported [--case NAME] [--list]    result lines rel/unsupported/<case>
+//   unsupported --async-watch DEV SECONDS prints each async event of DEV as it comes
+//                                         (flushed: the caller may kill it)
 #include "../reliability/rel.h"
+
+#include <poll.h>
 
 static struct rel_end A, B; // A on dev0, B on dev1, RC-connected
 
@@ -145,9 +149,42 @@ static const struct ucase cases[] = {
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
+// async_watch prints DEV's async events for up to secs seconds; it returns
+// early once the device is gone (IBV_EVENT_DEVICE_FATAL).
+static int async_watch(const char *dev, int secs)
+{
+	struct ibv_context *ctx = rel_open_by_name(dev);
+	if (!ctx) {
+		printf("async-watch %s: open: %s\n", dev, rel_errname(errno));
+		return 1;
+	}
+	printf("async-watch %s: watching\n", dev);
+	fflush(stdout);
+	for (double t0 = rel_now(); rel_now() - t0 < secs;) {
+		struct pollfd pfd = {.fd = ctx->async_fd, .events = POLLIN};
+		if (poll(&pfd, 1, 200) <= 0)
+			continue;
+		struct ibv_async_event ev;
+		if (ibv_get_async_event(ctx, &ev)) {
+			printf("async-watch %s: get_async_event: %s\n", dev, rel_errname(errno));
+			break;
+		}
+		enum ibv_event_type type = ev.event_type;
+		printf("async-watch %s: event %s (%d)\n", dev, ibv_event_type_str(type), (int)type);
+		fflush(stdout);
+		ibv_ack_async_event(&ev);
+		if (type == IBV_EVENT_DEVICE_FATAL)
+			break;
+	}
+	ibv_close_device(ctx);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	rel_prog = "unsupported";
+	if (argc == 4 && strcmp(argv[1], "--async-watch") == 0)
+		return async_watch(argv[2], atoi(argv[3]));
 	const char *only = NULL;
 	if (argc == 2 && strcmp(argv[1], "--list") == 0) {
 		for (size_t i = 0; i < NCASES; i++)

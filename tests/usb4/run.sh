@@ -11,7 +11,7 @@ main() {
 USB4DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$USB4DIR/../.." && pwd)
 VMDIR="$REPO/tests/vm"
-for f in "$VMDIR/lib/common.sh" "$VMDIR/lib/fetch.sh" "$USB4DIR/lib/toolchain.sh" "$USB4DIR/lib/trees.sh"; do
+for f in "$VMDIR/lib/common.sh" "$VMDIR/lib/mirror.sh" "$VMDIR/lib/fetch.sh" "$USB4DIR/lib/toolchain.sh" "$USB4DIR/lib/trees.sh"; do
   # shellcheck source=/dev/null
   . "$f"
 done

@@ -78,6 +78,16 @@ __attribute__((format(printf, 2, 3))) static void fail(int err, const char *fmt,
 static void load(void)
 {
 	char path[PATH_MAX];
+	char why[512];
+	if (usb4_host_runs_go(why, sizeof(why))) {
+		// Refused before anything is loaded: load_started stays false, so a
+		// fork() child is not marked either.
+		fail(EOPNOTSUPP,
+		     "refused: this process already runs a Go runtime (%s), and a second one in the same "
+		     "process is not supported; Go programs use the usb4verbs provider package directly",
+		     why);
+		return;
+	}
 	if (go_part_path(path, sizeof(path)) != 0) {
 		fail(ELIBACC, "cannot find the directory of the provider library itself (dladdr/realpath)");
 		return;

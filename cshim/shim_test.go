@@ -857,3 +857,56 @@ func TestGoPartLoadFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestGoHostRefused (issue 13 item 3): a Go program that uses libibverbs
+// through cgo already runs a Go runtime, so the first open of one of our
+// devices is refused with EOPNOTSUPP and one line per open saying why and
+// what to use instead (the provider package), and the Go part is never
+// loaded; the program still lists every device, and the devices of other
+// providers are none of our business. Built twice: as `go build` makes it
+// (found by its Go build-ID note) and with an empty build ID (no note: found
+// by the cgo symbols it exports).
+func TestGoHostRefused(t *testing.T) {
+	h := setupHost(t)
+	for _, tc := range []struct {
+		name, ldflags, sign string
+	}{
+		{"go build", "", "the program has a Go build ID"},
+		{"empty build ID", "-buildid=", "the process exports Go's _cgo_topofstack"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prog := filepath.Join(t.TempDir(), "golistdev")
+			cmd := exec.Command("go", "build", "-ldflags="+tc.ldflags, "-o", prog, "./testdata/golistdev")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("go build golistdev: %v\n%s", err, out)
+			}
+			l, r := listDevices(t, h, h.shim, prog, nil)
+			// The same list as a C program gets, and the stock providers'
+			// opens (librxe's, when installed) are not refused.
+			if cl, _ := listDevices(t, h, h.shim, h.listdev, nil, "open"); fmt.Sprint(cl.provider) != fmt.Sprint(l.provider) {
+				t.Errorf("listed %v, a C program lists %v", l.provider, cl.provider)
+			} else if cl.open["rxe0"] != l.open["rxe0"] {
+				t.Errorf("open rxe0 (not ours): %q, a C program gets %q", l.open["rxe0"], cl.open["rxe0"])
+			}
+			if got := l.claimed(); !equalStrings(got, usb4Claimed) {
+				t.Errorf("claimed %v, want %v\nstderr:\n%s", got, usb4Claimed, r.stderr)
+			}
+			refusal := "cannot open: Go part: refused: this process already runs a Go runtime (" + tc.sign +
+				"), and a second one in the same process is not supported; Go programs use the usb4verbs provider package directly\n"
+			for _, n := range usb4Claimed {
+				if l.open[n] != "errno EOPNOTSUPP" {
+					t.Errorf("open %s: %q, want errno EOPNOTSUPP", n, l.open[n])
+				}
+				if c := strings.Count(r.stderr, "libusb4_rdma: "+n+": "+refusal); c != 1 {
+					t.Errorf("%d refusal lines for %s, want 1; stderr:\n%s", c, n, r.stderr)
+				}
+			}
+			if c := strings.Count(r.stderr, "libusb4_rdma: "); c != len(usb4Claimed)+1 { // + the ABI 7 warning
+				t.Errorf("%d lines from us, want one per open of ours and the ABI warning:\n%s", c, r.stderr)
+			}
+			if !strings.Contains(r.stdout, "go_part_mapped 0\n") {
+				t.Errorf("the Go part was mapped into a Go program:\n%s", r.stdout)
+			}
+		})
+	}
+}

@@ -910,3 +910,54 @@ func TestGoHostRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestGoPanicContained (issue 13 item 4): a panic in a Go export does not
+// unwind into C. With the Go part built with -tags usb4panictest and
+// USB4VERBS_TEST_PANIC naming open_context, the first open panics inside
+// usb4goOpenContext: C gets EIO (ENOMEM for a panic with an ENOMEM error),
+// one line says so, and the process carries on: the other opens fail as
+// they always do on this host, and the program exits normally.
+func TestGoPanicContained(t *testing.T) {
+	h := setupHost(t)
+	dir := t.TempDir()
+	build := filepath.Join(dir, "build")
+	if out, err := exec.Command("../scripts/build-provider.sh", build, "-tags", "usb4panictest").CombinedOutput(); err != nil {
+		t.Fatalf("build provider with the panic hook: %v\n%s", err, out)
+	}
+	shim, err := installAs(filepath.Join(build, "libusb4_rdma.so"), dir, "usb4_rdma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, normal := listDevices(t, h, h.shim, h.listdev, nil, "open")
+	for _, tc := range []struct{ hook, errno string }{
+		{"open_context", "EIO"},
+		{"open_context:enomem", "ENOMEM"},
+	} {
+		t.Run(tc.hook, func(t *testing.T) {
+			l, r := listDevices(t, h, shim, h.listdev, []string{"USB4VERBS_TEST_PANIC=" + tc.hook}, "footprint")
+			// listdev opens in list order; the first of ours gets the panic.
+			first := deviceLine.FindAllStringSubmatch(r.stdout, -1)[0][1]
+			if l.provider[first] != "usb4_rdma" {
+				t.Fatalf("the first device, %s, is not ours:\n%s", first, r.stdout)
+			}
+			if l.open[first] != "errno "+tc.errno {
+				t.Errorf("open %s: %q, want errno %s\nstdout:\n%s", first, l.open[first], tc.errno, r.stdout)
+			}
+			line := "libusb4_rdma: open_context: internal error (Go panic: "
+			if c := strings.Count(r.stderr, line); c != 1 {
+				t.Errorf("%d panic lines, want 1; stderr:\n%s", c, r.stderr)
+			}
+			if !strings.Contains(r.stderr, "); returning "+tc.errno+", the process carries on\n") {
+				t.Errorf("the panic line does not name %s; stderr:\n%s", tc.errno, r.stderr)
+			}
+			for _, n := range usb4Claimed {
+				if n != first && l.open[n] != parseListing(normal.stdout).open[n] {
+					t.Errorf("open %s after the panic: %q, without the hook %q", n, l.open[n], parseListing(normal.stdout).open[n])
+				}
+			}
+			if !strings.Contains(r.stdout, "footprint opened threads ") {
+				t.Errorf("the process did not get to its end:\n%s", r.stdout)
+			}
+		})
+	}
+}

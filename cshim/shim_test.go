@@ -961,3 +961,71 @@ func TestGoPanicContained(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalsAfterGoPartLoad (issue 13 item 6): what loading the Go part
+// does to a C application's signal dispositions (logged: cshim/README.md
+// lists them), and that the dispositions an application set survive it:
+// SIG_IGN for SIGPIPE in the process and across exec, its own SIGSEGV
+// handler installed after the load (as JVMs and Python's faulthandler do),
+// and its SIGURG handler.
+func TestSignalsAfterGoPartLoad(t *testing.T) {
+	h := setupHost(t)
+	prog := filepath.Join(h.dir, "signals")
+	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl"); err != nil {
+		t.Fatal(err)
+	}
+	sigrun := func(t *testing.T, mode string) string {
+		t.Helper()
+		_, r := listDevices(t, h, h.shim, prog, nil, mode)
+		t.Logf("signals %s:\n%s", mode, r.stdout)
+		return r.stdout
+	}
+	t.Run("dispositions", func(t *testing.T) {
+		out := sigrun(t, "dispositions")
+		// Go's runtime in a c-shared library handles the synchronous
+		// signals itself (it forwards faults outside Go code to the
+		// handler it found); everything else stays the application's.
+		for _, sig := range []string{"SIGSEGV", "SIGBUS", "SIGFPE"} {
+			if !strings.Contains(out, "disp "+sig+" before dfl after handler libusb4_rdma-go.so\n") {
+				t.Errorf("%s: not Go's handler after the load", sig)
+			}
+		}
+		// SIGPIPE and SIGURG the application left at SIG_DFL: Go's
+		// (golib.c puts back only what the application set).
+		for _, sig := range []string{"SIGPIPE", "SIGURG"} {
+			if !strings.Contains(out, "disp "+sig+" before dfl after handler libusb4_rdma-go.so\n") {
+				t.Errorf("%s: not Go's handler after the load", sig)
+			}
+		}
+		for _, sig := range []string{"SIGINT", "SIGHUP", "SIGTERM", "SIGCHLD", "SIGPROF"} {
+			if !strings.Contains(out, "disp "+sig+" before dfl after dfl\n") {
+				t.Errorf("%s changed by the load", sig)
+			}
+		}
+	})
+	t.Run("SIGPIPE ignored across exec", func(t *testing.T) {
+		out := sigrun(t, "pipe-exec")
+		for _, want := range []string{"child before SIGPIPE ign\n", "parent after SIGPIPE ign\n", "child after SIGPIPE ign\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no %q", want)
+			}
+		}
+	})
+	t.Run("own SIGSEGV handler after load", func(t *testing.T) {
+		out := sigrun(t, "segv-after")
+		if !strings.Contains(out, "segv handled\n") {
+			t.Errorf("the application's SIGSEGV handler did not get its own fault")
+		}
+		for _, n := range usb4Claimed {
+			if !strings.Contains(out, "open "+n+" after own handler: ") {
+				t.Errorf("no provider call for %s after the handler", n)
+			}
+		}
+	})
+	t.Run("SIGURG handler", func(t *testing.T) {
+		out := sigrun(t, "urg")
+		if !strings.Contains(out, "urg before 1\n") || !strings.Contains(out, "urg after 2 disposition handler signals\n") {
+			t.Errorf("the application's SIGURG handler did not run after the load")
+		}
+	})
+}

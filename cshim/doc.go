@@ -19,7 +19,9 @@
 // and settings are C, and no Go runtime exists in the process until the
 // first alloc_context of a device we claimed loads the Go part (golib.c:
 // once per process, RTLD_LOCAL, from the directory of the front's own file;
-// a failure is an errno and one line naming the cause and the fix).
+// a failure is an errno and one line naming the cause and the fix). A
+// process that already runs a Go runtime is refused there with EOPNOTSUPP
+// (gohost.c): Go programs use the provider package directly.
 //
 // Matching (match.c, DESIGN.md decision 6): usb4 devices by node GUID,
 // name prefix or Thunderbolt parent; rxe devices only when opted in with

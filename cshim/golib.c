@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -75,9 +76,57 @@ __attribute__((format(printf, 2, 3))) static void fail(int err, const char *fmt,
 	va_end(ap);
 }
 
+// Go's runtime in a c-shared library installs its own handlers for SIGSEGV,
+// SIGBUS, SIGFPE, SIGPIPE and SIGURG when it starts, whatever was there
+// (go:src/runtime/signal_unix.go sigInstallGoHandler). For the faults it
+// forwards to the handler it found, when the fault is outside Go code, and
+// needs its own to turn nil dereferences into panics. SIGPIPE and SIGURG
+// are different: a SIG_IGN the application set for SIGPIPE is inherited
+// across exec only while it is SIG_IGN, not Go's handler, and Go never
+// forwards SIGURG (its preemption signal) at all, so an application's
+// SIGURG handler went dead. So a SIGPIPE or SIGURG disposition the
+// application set (anything but SIG_DFL) is put back right after the load.
+// What that costs Go: with SIGURG not its own it loses asynchronous
+// preemption (goroutines yield at function calls, as with
+// GODEBUG=asyncpreemptoff=1), which the Go part's short control calls never
+// need; with SIGPIPE ignored, writes to a closed pipe in Go return EPIPE,
+// which the Go part handles as any error.
+struct kept_signals {
+	struct sigaction pipe, urg;
+};
+
+static void keep_signals(struct kept_signals *k)
+{
+	sigaction(SIGPIPE, NULL, &k->pipe);
+	sigaction(SIGURG, NULL, &k->urg);
+}
+
+static bool set_by_application(const struct sigaction *sa)
+{
+	return (sa->sa_flags & SA_SIGINFO) || sa->sa_handler != SIG_DFL;
+}
+
+static void restore_signals(const struct kept_signals *k)
+{
+	if (set_by_application(&k->pipe))
+		sigaction(SIGPIPE, &k->pipe, NULL);
+	if (set_by_application(&k->urg))
+		sigaction(SIGURG, &k->urg, NULL);
+}
+
 static void load(void)
 {
 	char path[PATH_MAX];
+	char why[512];
+	if (usb4_host_runs_go(why, sizeof(why))) {
+		// Refused before anything is loaded: load_started stays false, so a
+		// fork() child is not marked either.
+		fail(EOPNOTSUPP,
+		     "refused: this process already runs a Go runtime (%s), and a second one in the same "
+		     "process is not supported; Go programs use the usb4verbs provider package directly",
+		     why);
+		return;
+	}
 	if (go_part_path(path, sizeof(path)) != 0) {
 		fail(ELIBACC, "cannot find the directory of the provider library itself (dladdr/realpath)");
 		return;
@@ -88,7 +137,11 @@ static void load(void)
 		return;
 	}
 	atomic_store(&load_started, true);
+	struct kept_signals kept;
+	keep_signals(&kept);
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	// The runtime installed its handlers inside dlopen (Go's libpreinit).
+	restore_signals(&kept);
 	if (!h) {
 		const char *why = dlerror();
 		if (!why)

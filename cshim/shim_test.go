@@ -857,3 +857,175 @@ func TestGoPartLoadFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestGoHostRefused (issue 13 item 3): a Go program that uses libibverbs
+// through cgo already runs a Go runtime, so the first open of one of our
+// devices is refused with EOPNOTSUPP and one line per open saying why and
+// what to use instead (the provider package), and the Go part is never
+// loaded; the program still lists every device, and the devices of other
+// providers are none of our business. Built twice: as `go build` makes it
+// (found by its Go build-ID note) and with an empty build ID (no note: found
+// by the cgo symbols it exports).
+func TestGoHostRefused(t *testing.T) {
+	h := setupHost(t)
+	for _, tc := range []struct {
+		name, ldflags, sign string
+	}{
+		{"go build", "", "the program has a Go build ID"},
+		{"empty build ID", "-buildid=", "the process exports Go's _cgo_topofstack"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prog := filepath.Join(t.TempDir(), "golistdev")
+			cmd := exec.Command("go", "build", "-ldflags="+tc.ldflags, "-o", prog, "./testdata/golistdev")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("go build golistdev: %v\n%s", err, out)
+			}
+			l, r := listDevices(t, h, h.shim, prog, nil)
+			// The same list as a C program gets, and the stock providers'
+			// opens (librxe's, when installed) are not refused.
+			if cl, _ := listDevices(t, h, h.shim, h.listdev, nil, "open"); fmt.Sprint(cl.provider) != fmt.Sprint(l.provider) {
+				t.Errorf("listed %v, a C program lists %v", l.provider, cl.provider)
+			} else if cl.open["rxe0"] != l.open["rxe0"] {
+				t.Errorf("open rxe0 (not ours): %q, a C program gets %q", l.open["rxe0"], cl.open["rxe0"])
+			}
+			if got := l.claimed(); !equalStrings(got, usb4Claimed) {
+				t.Errorf("claimed %v, want %v\nstderr:\n%s", got, usb4Claimed, r.stderr)
+			}
+			refusal := "cannot open: Go part: refused: this process already runs a Go runtime (" + tc.sign +
+				"), and a second one in the same process is not supported; Go programs use the usb4verbs provider package directly\n"
+			for _, n := range usb4Claimed {
+				if l.open[n] != "errno EOPNOTSUPP" {
+					t.Errorf("open %s: %q, want errno EOPNOTSUPP", n, l.open[n])
+				}
+				if c := strings.Count(r.stderr, "libusb4_rdma: "+n+": "+refusal); c != 1 {
+					t.Errorf("%d refusal lines for %s, want 1; stderr:\n%s", c, n, r.stderr)
+				}
+			}
+			if c := strings.Count(r.stderr, "libusb4_rdma: "); c != len(usb4Claimed)+1 { // + the ABI 7 warning
+				t.Errorf("%d lines from us, want one per open of ours and the ABI warning:\n%s", c, r.stderr)
+			}
+			if !strings.Contains(r.stdout, "go_part_mapped 0\n") {
+				t.Errorf("the Go part was mapped into a Go program:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestGoPanicContained (issue 13 item 4): a panic in a Go export does not
+// unwind into C. With the Go part built with -tags usb4panictest and
+// USB4VERBS_TEST_PANIC naming open_context, the first open panics inside
+// usb4goOpenContext: C gets EIO (ENOMEM for a panic with an ENOMEM error),
+// one line says so, and the process carries on: the other opens fail as
+// they always do on this host, and the program exits normally.
+func TestGoPanicContained(t *testing.T) {
+	h := setupHost(t)
+	dir := t.TempDir()
+	build := filepath.Join(dir, "build")
+	if out, err := exec.Command("../scripts/build-provider.sh", build, "-tags", "usb4panictest").CombinedOutput(); err != nil {
+		t.Fatalf("build provider with the panic hook: %v\n%s", err, out)
+	}
+	shim, err := installAs(filepath.Join(build, "libusb4_rdma.so"), dir, "usb4_rdma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, normal := listDevices(t, h, h.shim, h.listdev, nil, "open")
+	for _, tc := range []struct{ hook, errno string }{
+		{"open_context", "EIO"},
+		{"open_context:enomem", "ENOMEM"},
+	} {
+		t.Run(tc.hook, func(t *testing.T) {
+			l, r := listDevices(t, h, shim, h.listdev, []string{"USB4VERBS_TEST_PANIC=" + tc.hook}, "footprint")
+			// listdev opens in list order; the first of ours gets the panic.
+			first := deviceLine.FindAllStringSubmatch(r.stdout, -1)[0][1]
+			if l.provider[first] != "usb4_rdma" {
+				t.Fatalf("the first device, %s, is not ours:\n%s", first, r.stdout)
+			}
+			if l.open[first] != "errno "+tc.errno {
+				t.Errorf("open %s: %q, want errno %s\nstdout:\n%s", first, l.open[first], tc.errno, r.stdout)
+			}
+			line := "libusb4_rdma: open_context: internal error (Go panic: "
+			if c := strings.Count(r.stderr, line); c != 1 {
+				t.Errorf("%d panic lines, want 1; stderr:\n%s", c, r.stderr)
+			}
+			if !strings.Contains(r.stderr, "); returning "+tc.errno+", the process carries on\n") {
+				t.Errorf("the panic line does not name %s; stderr:\n%s", tc.errno, r.stderr)
+			}
+			for _, n := range usb4Claimed {
+				if n != first && l.open[n] != parseListing(normal.stdout).open[n] {
+					t.Errorf("open %s after the panic: %q, without the hook %q", n, l.open[n], parseListing(normal.stdout).open[n])
+				}
+			}
+			if !strings.Contains(r.stdout, "footprint opened threads ") {
+				t.Errorf("the process did not get to its end:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestSignalsAfterGoPartLoad (issue 13 item 6): what loading the Go part
+// does to a C application's signal dispositions (logged: cshim/README.md
+// lists them), and that the dispositions an application set survive it:
+// SIG_IGN for SIGPIPE in the process and across exec, its own SIGSEGV
+// handler installed after the load (as JVMs and Python's faulthandler do),
+// and its SIGURG handler.
+func TestSignalsAfterGoPartLoad(t *testing.T) {
+	h := setupHost(t)
+	prog := filepath.Join(h.dir, "signals")
+	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl"); err != nil {
+		t.Fatal(err)
+	}
+	sigrun := func(t *testing.T, mode string) string {
+		t.Helper()
+		_, r := listDevices(t, h, h.shim, prog, nil, mode)
+		t.Logf("signals %s:\n%s", mode, r.stdout)
+		return r.stdout
+	}
+	t.Run("dispositions", func(t *testing.T) {
+		out := sigrun(t, "dispositions")
+		// Go's runtime in a c-shared library handles the synchronous
+		// signals itself (it forwards faults outside Go code to the
+		// handler it found); everything else stays the application's.
+		for _, sig := range []string{"SIGSEGV", "SIGBUS", "SIGFPE"} {
+			if !strings.Contains(out, "disp "+sig+" before dfl after handler libusb4_rdma-go.so\n") {
+				t.Errorf("%s: not Go's handler after the load", sig)
+			}
+		}
+		// SIGPIPE and SIGURG the application left at SIG_DFL: Go's
+		// (golib.c puts back only what the application set).
+		for _, sig := range []string{"SIGPIPE", "SIGURG"} {
+			if !strings.Contains(out, "disp "+sig+" before dfl after handler libusb4_rdma-go.so\n") {
+				t.Errorf("%s: not Go's handler after the load", sig)
+			}
+		}
+		for _, sig := range []string{"SIGINT", "SIGHUP", "SIGTERM", "SIGCHLD", "SIGPROF"} {
+			if !strings.Contains(out, "disp "+sig+" before dfl after dfl\n") {
+				t.Errorf("%s changed by the load", sig)
+			}
+		}
+	})
+	t.Run("SIGPIPE ignored across exec", func(t *testing.T) {
+		out := sigrun(t, "pipe-exec")
+		for _, want := range []string{"child before SIGPIPE ign\n", "parent after SIGPIPE ign\n", "child after SIGPIPE ign\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no %q", want)
+			}
+		}
+	})
+	t.Run("own SIGSEGV handler after load", func(t *testing.T) {
+		out := sigrun(t, "segv-after")
+		if !strings.Contains(out, "segv handled\n") {
+			t.Errorf("the application's SIGSEGV handler did not get its own fault")
+		}
+		for _, n := range usb4Claimed {
+			if !strings.Contains(out, "open "+n+" after own handler: ") {
+				t.Errorf("no provider call for %s after the handler", n)
+			}
+		}
+	})
+	t.Run("SIGURG handler", func(t *testing.T) {
+		out := sigrun(t, "urg")
+		if !strings.Contains(out, "urg before 1\n") || !strings.Contains(out, "urg after 2 disposition handler signals\n") {
+			t.Errorf("the application's SIGURG handler did not run after the load")
+		}
+	})
+}

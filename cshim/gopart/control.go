@@ -52,7 +52,9 @@ func startNetpoller() {
 //
 //export usb4goOpenContext
 func usb4goOpenContext(name *C.char, cmdFD C.int, kind C.int, driverID C.uint32_t, nodeGUID C.uint64_t,
-	info *C.struct_usb4_open_info) C.int {
+	info *C.struct_usb4_open_info) (rc C.int) {
+	defer contain("open_context", &rc)
+	forcedPanic("open_context")
 	netpollerOnce.Do(startNetpoller)
 	dev := provider.KnownDevice{Name: C.GoString(name), NodeGUID: uint64(nodeGUID), DriverID: uint32(driverID)}
 	switch kind {
@@ -77,6 +79,8 @@ func usb4goOpenContext(name *C.char, cmdFD C.int, kind C.int, driverID C.uint32_
 
 //export usb4goCloseContext
 func usb4goCloseContext(h C.uintptr_t) {
+	defer contain("close_context", nil)
+	forcedPanic("close_context")
 	ctx, ok := lookup[*provider.Context](h)
 	if !ok {
 		return
@@ -86,7 +90,9 @@ func usb4goCloseContext(h C.uintptr_t) {
 }
 
 //export usb4goQueryDevice
-func usb4goQueryDevice(h C.uintptr_t, attr *C.struct_usb4_device_attr, capFlagsEx *C.uint64_t) C.int {
+func usb4goQueryDevice(h C.uintptr_t, attr *C.struct_usb4_device_attr, capFlagsEx *C.uint64_t) (rc C.int) {
+	defer contain("query_device", &rc)
+	forcedPanic("query_device")
 	ctx, ok := lookup[*provider.Context](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -151,7 +157,9 @@ func clampInt(v uint32) C.int32_t {
 }
 
 //export usb4goQueryPort
-func usb4goQueryPort(h C.uintptr_t, port C.uint8_t, attr *C.struct_usb4_port_attr) C.int {
+func usb4goQueryPort(h C.uintptr_t, port C.uint8_t, attr *C.struct_usb4_port_attr) (rc C.int) {
+	defer contain("query_port", &rc)
+	forcedPanic("query_port")
 	ctx, ok := lookup[*provider.Context](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -186,7 +194,9 @@ func usb4goQueryPort(h C.uintptr_t, port C.uint8_t, attr *C.struct_usb4_port_att
 }
 
 //export usb4goAllocPD
-func usb4goAllocPD(h C.uintptr_t, pdOut *C.uintptr_t, pdHandle *C.uint32_t) C.int {
+func usb4goAllocPD(h C.uintptr_t, pdOut *C.uintptr_t, pdHandle *C.uint32_t) (rc C.int) {
+	defer contain("alloc_pd", &rc)
+	forcedPanic("alloc_pd")
 	ctx, ok := lookup[*provider.Context](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -201,7 +211,9 @@ func usb4goAllocPD(h C.uintptr_t, pdOut *C.uintptr_t, pdHandle *C.uint32_t) C.in
 }
 
 //export usb4goDeallocPD
-func usb4goDeallocPD(h C.uintptr_t) C.int {
+func usb4goDeallocPD(h C.uintptr_t) (rc C.int) {
+	defer contain("dealloc_pd", &rc)
+	forcedPanic("dealloc_pd")
 	pd, ok := lookup[*provider.PD](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -215,7 +227,9 @@ func usb4goDeallocPD(h C.uintptr_t) C.int {
 
 //export usb4goRegMR
 func usb4goRegMR(h C.uintptr_t, addr C.uintptr_t, length, iova C.uint64_t, access C.uint32_t,
-	mrOut *C.uintptr_t, mrHandle, lkey, rkey *C.uint32_t) C.int {
+	mrOut *C.uintptr_t, mrHandle, lkey, rkey *C.uint32_t) (rc C.int) {
+	defer contain("reg_mr", &rc)
+	forcedPanic("reg_mr")
 	pd, ok := lookup[*provider.PD](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -232,7 +246,9 @@ func usb4goRegMR(h C.uintptr_t, addr C.uintptr_t, length, iova C.uint64_t, acces
 }
 
 //export usb4goDeregMR
-func usb4goDeregMR(h C.uintptr_t) C.int {
+func usb4goDeregMR(h C.uintptr_t) (rc C.int) {
+	defer contain("dereg_mr", &rc)
+	forcedPanic("dereg_mr")
 	mr, ok := lookup[*provider.MR](h)
 	if !ok {
 		return C.int(unix.EBADF)

@@ -22,7 +22,9 @@ var settings struct {
 // of entry points and takes over the settings.
 //
 //export usb4goStart
-func usb4goStart(apiVersion C.uint32_t, cfg *C.struct_usb4_go_config) C.int {
+func usb4goStart(apiVersion C.uint32_t, cfg *C.struct_usb4_go_config) (rc C.int) {
+	defer contain("start", &rc)
+	forcedPanic("start")
 	if apiVersion != C.USB4_GO_API_VERSION {
 		return C.int(unix.ELIBBAD)
 	}

@@ -62,7 +62,9 @@ func closeContext(ctx *provider.Context) {
 func usb4goWarm() {}
 
 //export usb4goCreateCQ
-func usb4goCreateCQ(h C.uintptr_t, cqe, channelFD, compVector C.int, userHandle C.uint64_t, out *C.struct_usb4_obj_info) C.int {
+func usb4goCreateCQ(h C.uintptr_t, cqe, channelFD, compVector C.int, userHandle C.uint64_t, out *C.struct_usb4_obj_info) (rc C.int) {
+	defer contain("create_cq", &rc)
+	forcedPanic("create_cq")
 	ctx, ok := lookup[*provider.Context](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -152,7 +154,9 @@ func reportDestroyed(h C.uintptr_t, ev provider.EventCounts, out *C.struct_usb4_
 // objects.c waits for the application to acknowledge as many.
 //
 //export usb4goDestroyCQ
-func usb4goDestroyCQ(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
+func usb4goDestroyCQ(h C.uintptr_t, out *C.struct_usb4_event_counts) (rc C.int) {
+	defer contain("destroy_cq", &rc)
+	forcedPanic("destroy_cq")
 	e, ok := lookup[*cqEntry](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -183,7 +187,9 @@ func capToC(p provider.QPCap, c *C.struct_usb4_ibv_qp_cap) {
 }
 
 //export usb4goCreateQP
-func usb4goCreateQP(h C.uintptr_t, req *C.struct_usb4_qp_req, out *C.struct_usb4_obj_info) C.int {
+func usb4goCreateQP(h C.uintptr_t, req *C.struct_usb4_qp_req, out *C.struct_usb4_obj_info) (rc C.int) {
+	defer contain("create_qp", &rc)
+	forcedPanic("create_qp")
 	pd, ok := lookup[*provider.PD](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -334,7 +340,9 @@ func qpAttrToC(p provider.QPAttr, a *C.struct_usb4_ibv_qp_attr) {
 }
 
 //export usb4goModifyQP
-func usb4goModifyQP(h C.uintptr_t, attr *C.struct_usb4_ibv_qp_attr, mask C.int) C.int {
+func usb4goModifyQP(h C.uintptr_t, attr *C.struct_usb4_ibv_qp_attr, mask C.int) (rc C.int) {
+	defer contain("modify_qp", &rc)
+	forcedPanic("modify_qp")
 	e, ok := lookup[*qpEntry](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -344,7 +352,9 @@ func usb4goModifyQP(h C.uintptr_t, attr *C.struct_usb4_ibv_qp_attr, mask C.int) 
 }
 
 //export usb4goQueryQP
-func usb4goQueryQP(h C.uintptr_t, mask C.int, attr *C.struct_usb4_ibv_qp_attr, initCap *C.struct_usb4_ibv_qp_cap, sigAll *C.int32_t) C.int {
+func usb4goQueryQP(h C.uintptr_t, mask C.int, attr *C.struct_usb4_ibv_qp_attr, initCap *C.struct_usb4_ibv_qp_cap, sigAll *C.int32_t) (rc C.int) {
+	defer contain("query_qp", &rc)
+	forcedPanic("query_qp")
 	e, ok := lookup[*qpEntry](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -366,7 +376,9 @@ func usb4goQueryQP(h C.uintptr_t, mask C.int, attr *C.struct_usb4_ibv_qp_attr, i
 // count; objects.c waits for the application to acknowledge as many.
 //
 //export usb4goDestroyQP
-func usb4goDestroyQP(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
+func usb4goDestroyQP(h C.uintptr_t, out *C.struct_usb4_event_counts) (rc C.int) {
+	defer contain("destroy_qp", &rc)
+	forcedPanic("destroy_qp")
 	e, ok := lookup[*qpEntry](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -381,7 +393,9 @@ func usb4goDestroyQP(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
 }
 
 //export usb4goCreateSRQ
-func usb4goCreateSRQ(h C.uintptr_t, userHandle C.uint64_t, attr *C.struct_usb4_ibv_srq_attr, out *C.struct_usb4_obj_info) C.int {
+func usb4goCreateSRQ(h C.uintptr_t, userHandle C.uint64_t, attr *C.struct_usb4_ibv_srq_attr, out *C.struct_usb4_obj_info) (rc C.int) {
+	defer contain("create_srq", &rc)
+	forcedPanic("create_srq")
 	pd, ok := lookup[*provider.PD](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -418,7 +432,9 @@ func usb4goCreateSRQ(h C.uintptr_t, userHandle C.uint64_t, attr *C.struct_usb4_i
 }
 
 //export usb4goModifySRQ
-func usb4goModifySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr, mask C.int) C.int {
+func usb4goModifySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr, mask C.int) (rc C.int) {
+	defer contain("modify_srq", &rc)
+	forcedPanic("modify_srq")
 	e, ok := lookup[*srqEntry](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -445,7 +461,9 @@ func usb4goModifySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr, mask C.int
 }
 
 //export usb4goQuerySRQ
-func usb4goQuerySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr) C.int {
+func usb4goQuerySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr) (rc C.int) {
+	defer contain("query_srq", &rc)
+	forcedPanic("query_srq")
 	e, ok := lookup[*srqEntry](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -464,7 +482,9 @@ func usb4goQuerySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr) C.int {
 // count; objects.c waits for the application to acknowledge as many.
 //
 //export usb4goDestroySRQ
-func usb4goDestroySRQ(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
+func usb4goDestroySRQ(h C.uintptr_t, out *C.struct_usb4_event_counts) (rc C.int) {
+	defer contain("destroy_srq", &rc)
+	forcedPanic("destroy_srq")
 	e, ok := lookup[*srqEntry](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -479,7 +499,9 @@ func usb4goDestroySRQ(h C.uintptr_t, out *C.struct_usb4_event_counts) C.int {
 }
 
 //export usb4goCreateAH
-func usb4goCreateAH(h C.uintptr_t, attr *C.struct_usb4_ibv_ah_attr, out *C.struct_usb4_obj_info) C.int {
+func usb4goCreateAH(h C.uintptr_t, attr *C.struct_usb4_ibv_ah_attr, out *C.struct_usb4_obj_info) (rc C.int) {
+	defer contain("create_ah", &rc)
+	forcedPanic("create_ah")
 	pd, ok := lookup[*provider.PD](h)
 	if !ok {
 		return C.int(unix.EBADF)
@@ -507,7 +529,9 @@ func usb4goCreateAH(h C.uintptr_t, attr *C.struct_usb4_ibv_ah_attr, out *C.struc
 }
 
 //export usb4goDestroyAH
-func usb4goDestroyAH(h C.uintptr_t) C.int {
+func usb4goDestroyAH(h C.uintptr_t) (rc C.int) {
+	defer contain("destroy_ah", &rc)
+	forcedPanic("destroy_ah")
 	ah, ok := lookup[*provider.AH](h)
 	if !ok {
 		return C.int(unix.EBADF)

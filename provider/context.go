@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -42,6 +43,11 @@ type Context struct {
 	srqs       map[uint64]*SRQ  // by user handle, for async events
 	nextHandle uint64           // generated user handles when the caller gives none
 	maps       map[*byte][]byte // mappings of the command fd we own
+
+	gone      atomic.Bool     // the device was removed (removal.go): commands answer EIO
+	onRemoved func()          // WatchRemoval's callback
+	watcher   *removalWatcher // set while watched
+	realFDs   bool            // the fds are the process's (not a fake kernel's)
 }
 
 // object is what the context tracks so Close can destroy leftovers.
@@ -180,6 +186,8 @@ func newContext(sys sysCalls, info DeviceInfo, sysfsRoot string, fd int, ownFDs 
 		maps:       make(map[*byte][]byte),
 	}
 	c.idle = sync.NewCond(&c.mu)
+	c.cmd.sys = removedGate{sysCalls: sys, gone: &c.gone}
+	_, c.realFDs = sys.(realSys)
 	if info.FromSysfs && info.Driver.ID == uapi.RDMA_DRIVER_UNKNOWN {
 		c.probeDriverID()
 	}
@@ -430,6 +438,9 @@ func (c *Context) Close() error {
 		return verbError("close context", errClosed("context"))
 	}
 	c.closed = true
+	if c.watcher != nil {
+		c.watcher.remove(c)
+	}
 	for c.inflight > 0 {
 		c.idle.Wait()
 	}

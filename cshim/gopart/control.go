@@ -71,6 +71,7 @@ func usb4goOpenContext(name *C.char, cmdFD C.int, kind C.int, driverID C.uint32_
 		return errnoOf(err)
 	}
 	info.handle = C.uintptr_t(handles.add(nil, ctx))
+	ctx.WatchRemoval(func() { markEngineGone(ctx) })
 	info.async_fd = C.int(ctx.AsyncFD())
 	info.num_comp_vectors = C.uint32_t(ctx.NumCompVectors())
 	info.core_support = C.uint64_t(ctx.CoreSupport())

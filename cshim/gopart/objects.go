@@ -58,6 +58,28 @@ func closeContext(ctx *provider.Context) {
 	_ = ctx.Close()
 }
 
+// markEngineGone stops the data path of every object of ctx: the device was
+// removed (provider/removal.go), so posts and polls answer EIO from now on,
+// without reaching the command fd or the rings.
+func markEngineGone(ctx *provider.Context) {
+	handles.eachOwnedBy(ctx, func(v any) {
+		switch e := v.(type) {
+		case *cqEntry:
+			if e.dp != nil {
+				e.dp.MarkGone()
+			}
+		case *qpEntry:
+			if e.dp != nil {
+				e.dp.MarkGone()
+			}
+		case *srqEntry:
+			if e.dp != nil {
+				e.dp.MarkGone()
+			}
+		}
+	})
+}
+
 //export usb4goWarm
 func usb4goWarm() {}
 

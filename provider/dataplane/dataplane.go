@@ -262,6 +262,16 @@ func (cq *CQ) Disown() {
 	cq.c = nil
 }
 
+// MarkGone makes every later poll return EIO and arming fail with EIO: the
+// device was removed.
+func (cq *CQ) MarkGone() {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.c != nil {
+		C.usb4v_cq_mark_gone(cq.c)
+	}
+}
+
 // Close frees the C object (and unmaps rings the engine mapped). The kernel
 // CQ must already be destroyed or about to be; QPs using it go first.
 func (cq *CQ) Close() {
@@ -331,6 +341,14 @@ func (s *SRQ) PostRecv(wrs []RecvWR) error {
 
 // CPtr is the struct usb4v_srq * for cshim.
 func (s *SRQ) CPtr() unsafe.Pointer { return unsafe.Pointer(s.c) }
+
+// MarkGone makes every later post fail with EIO: the device was removed.
+// The caller keeps the C object from being freed meanwhile.
+func (s *SRQ) MarkGone() {
+	if s.c != nil {
+		C.usb4v_srq_mark_gone(s.c)
+	}
+}
 
 // Disown gives the C object up without freeing it (see CQ.Disown; objects.c
 // frees it with usb4v_srq_free).
@@ -542,6 +560,14 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 	return qp.recv.postRecv("post recv", wrs, func(first *C.struct_usb4v_ibv_recv_wr, bad **C.struct_usb4v_ibv_recv_wr) C.int {
 		return C.usb4v_post_recv(qp.c, first, bad)
 	})
+}
+
+// MarkGone makes every later post fail with EIO: the device was removed.
+// The caller keeps the C object from being freed meanwhile.
+func (qp *QP) MarkGone() {
+	if qp.c != nil {
+		C.usb4v_qp_mark_gone(qp.c)
+	}
 }
 
 // Disown gives the C object up without freeing it (see CQ.Disown; objects.c

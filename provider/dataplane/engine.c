@@ -111,6 +111,10 @@ int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 	if (!qp || !bad_wr || !wr)
 		return EINVAL;
 	*bad_wr = NULL;
+	if (__atomic_load_n(&qp->gone, __ATOMIC_RELAXED)) {
+		*bad_wr = wr;
+		return EIO;
+	}
 	switch (qp->send_backend) {
 	case USB4V_BACKEND_RXE:
 		return usb4v_rxe_post_send(qp, wr, bad_wr);
@@ -130,6 +134,10 @@ int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
 	if (!qp || !bad_wr || !wr) /* as post_send: rxe rejects an empty list */
 		return EINVAL;
 	*bad_wr = NULL;
+	if (__atomic_load_n(&qp->gone, __ATOMIC_RELAXED)) {
+		*bad_wr = wr;
+		return EIO;
+	}
 	if (qp->srq) {
 		/* A QP attached to an SRQ has no receive queue of its own. */
 		*bad_wr = wr;
@@ -175,6 +183,11 @@ int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
 		pthread_mutex_unlock(&srq->lock);
 		return rc;
 	case USB4V_BACKEND_KCMD:
+		rc = __atomic_load_n(&srq->ring_error, __ATOMIC_RELAXED);
+		if (rc) {
+			*bad_wr = wr;
+			return rc;
+		}
 		return usb4v_kcmd_post_recv(srq->sys, srq->cmd_fd, USB4V_IB_USER_VERBS_CMD_POST_SRQ_RECV,
 					    srq->handle, wr, bad_wr);
 	default:
@@ -252,10 +265,42 @@ int usb4v_req_notify_cq(struct usb4v_cq *cq, int solicited_only)
 		return EINVAL;
 	if (cq->backend == USB4V_BACKEND_NONE)
 		return EINVAL;
+	if (__atomic_load_n(&cq->slow, __ATOMIC_RELAXED) & USB4V_CQ_SLOW_GONE)
+		return EIO;
 	/* Every backend arms through the kernel (rxe's provider does the same
 	 * with ibv_cmd_req_notify_cq). */
 	int rc = usb4v_kcmd_req_notify(cq->sys, cq->cmd_fd, cq->handle, solicited_only);
 	return rc < 0 ? -rc : 0;
+}
+
+/* ---- device removal ---- */
+
+void usb4v_cq_mark_gone(struct usb4v_cq *cq)
+{
+	if (!cq)
+		return;
+	/* Pollers read error under lock first (the rxe fast path reads slow
+	 * under it), so none touches the ring or the command fd afterwards. */
+	pthread_spin_lock(&cq->lock);
+	cq->error = -EIO;
+	__atomic_store_n(&cq->slow, cq->slow | USB4V_CQ_SLOW_ERROR | USB4V_CQ_SLOW_GONE,
+			 __ATOMIC_RELAXED);
+	pthread_spin_unlock(&cq->lock);
+}
+
+void usb4v_qp_mark_gone(struct usb4v_qp *qp)
+{
+	if (qp)
+		__atomic_store_n(&qp->gone, 1, __ATOMIC_RELAXED);
+}
+
+void usb4v_srq_mark_gone(struct usb4v_srq *srq)
+{
+	if (!srq)
+		return;
+	pthread_mutex_lock(&srq->lock);
+	__atomic_store_n(&srq->ring_error, EIO, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&srq->lock);
 }
 
 /* ---- lifecycle ---- */

@@ -264,6 +264,7 @@ enum {
 	USB4V_CQ_SLOW_BACKEND = 1, /* backend is not RXE */
 	USB4V_CQ_SLOW_ERROR = 2,   /* error latched */
 	USB4V_CQ_SLOW_DV = 4,      /* DV QPs merge into this CQ */
+	USB4V_CQ_SLOW_GONE = 8,    /* device removed: error is -EIO, arming fails */
 };
 
 struct usb4v_srq {
@@ -297,6 +298,7 @@ struct usb4v_qp {
 	struct usb4v_cq *send_cq, *recv_cq;
 	struct usb4v_dv *dv;
 	struct usb4v_qp *dv_next;
+	int gone; /* device removed: every post fails with EIO (atomic) */
 	char fallback_reason[96];
 };
 
@@ -355,6 +357,13 @@ void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id);
 /* The same after a successful DESTROY_QP: no DESTROY_QUEUE (the kernel tore
  * the queue down, and the handle may already be another QP's). */
 void usb4v_qp_free_destroyed(struct usb4v_qp *qp);
+
+/* The device was removed (provider/removal.go): from now on posts return
+ * EIO with *bad_wr at the first WR, poll_cq -EIO, req_notify_cq EIO. Safe
+ * against concurrent data ops; the objects stay valid until freed. */
+void usb4v_cq_mark_gone(struct usb4v_cq *cq);
+void usb4v_qp_mark_gone(struct usb4v_qp *qp);
+void usb4v_srq_mark_gone(struct usb4v_srq *srq);
 
 const char *usb4v_backend_name(int backend);
 

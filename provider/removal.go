@@ -1,0 +1,237 @@
+package provider
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"usb4verbs/rdmanl"
+	"usb4verbs/uapi"
+)
+
+// Device removal without the kernel's help.
+//
+// A kernel driver without disassociate_ucontext (hellas-main, rxe) makes
+// ib_uverbs_remove_one wait for every open uverbs file of the device to be
+// closed (linux:drivers/infiniband/core/uverbs_main.c): the application gets
+// no IB_EVENT_DEVICE_FATAL, its commands still work on objects that never
+// complete, and the unplug blocks until the process exits. disable_device
+// (linux:drivers/infiniband/core/device.c) clears the device's registered mark
+// before it removes the clients, so a netlink device dump stops listing the
+// device while uverbs waits. A watcher polls that dump and, when a watched
+// context's device is missing, does what the kernel's disassociate would
+// have done: every verb fails with EIO, the application's async fd yields
+// one IB_EVENT_DEVICE_FATAL, completion channels wake, and the kernel's
+// files are let go so the unregistration can finish.
+
+// RemovalPollInterval is how often the watcher lists the devices while at
+// least one watched context is open.
+const RemovalPollInterval = time.Second
+
+// removalWatcher runs one goroutine for every watched context of the
+// process; it has none while nothing is watched.
+type removalWatcher struct {
+	list     func() ([]rdmanl.Device, error)
+	interval time.Duration
+
+	mu      sync.Mutex
+	watched map[*Context]struct{}
+	stop    chan struct{} // closed to stop the goroutine; nil when none runs
+	done    chan struct{} // closed when the goroutine has returned
+}
+
+var defaultWatcher = &removalWatcher{list: rdmanl.Devices, interval: RemovalPollInterval}
+
+// WatchRemoval makes c watch for its device's removal. onRemoved runs once,
+// on the watcher's goroutine, after the context fails every verb with EIO
+// and before its fds are released: the caller stops its own users of the
+// kernel objects there (the data path's engine objects). Close stops the
+// watch.
+func (c *Context) WatchRemoval(onRemoved func()) {
+	c.mu.Lock()
+	c.onRemoved = onRemoved
+	c.mu.Unlock()
+	defaultWatcher.add(c)
+}
+
+// Removed reports whether the watcher found the context's device gone.
+func (c *Context) Removed() bool { return c.gone.Load() }
+
+func (w *removalWatcher) add(c *Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watched == nil {
+		w.watched = map[*Context]struct{}{}
+	}
+	w.watched[c] = struct{}{}
+	c.watcher = w
+	if w.stop == nil {
+		w.stop, w.done = make(chan struct{}), make(chan struct{})
+		go w.run(w.stop, w.done)
+	}
+}
+
+// remove stops watching c; the goroutine ends with the last context. It
+// does not wait for the goroutine, which may be running c's removal and
+// then needs c's lock, held by Close.
+func (w *removalWatcher) remove(c *Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.watched, c)
+	if len(w.watched) == 0 && w.stop != nil {
+		close(w.stop)
+		w.stop, w.done = nil, nil
+	}
+}
+
+func (w *removalWatcher) run(stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		w.check()
+	}
+}
+
+// check lists the devices once and handles every watched context whose
+// device is missing. A failed dump decides nothing.
+func (w *removalWatcher) check() {
+	devs, err := w.list()
+	if err != nil {
+		return
+	}
+	var gone []*Context
+	w.mu.Lock()
+	for c := range w.watched {
+		if !deviceListed(devs, c.info) {
+			gone = append(gone, c)
+			delete(w.watched, c)
+		}
+	}
+	w.mu.Unlock()
+	for _, c := range gone {
+		c.deviceRemoved()
+	}
+}
+
+// deviceListed: a rename keeps the node GUID, and a GUID the lookup did not
+// know (0) leaves the name to decide.
+func deviceListed(devs []rdmanl.Device, info DeviceInfo) bool {
+	for _, d := range devs {
+		if d.Name == info.Name || (info.NodeGUID != 0 && d.NodeGUID == info.NodeGUID) {
+			return true
+		}
+	}
+	return false
+}
+
+// removalLog is where the one line goes (a test swaps it).
+var removalLog io.Writer = os.Stderr
+
+// deviceRemoved is the disassociate: EIO first, so no new command starts;
+// then the caller's data path stops; then the events; then the kernel's
+// files and mappings are released.
+func (c *Context) deviceRemoved() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.gone.Swap(true) {
+		return
+	}
+	fmt.Fprintf(removalLog, "libusb4_rdma: %s: device removed (cable pulled or module unloaded); every verb now fails with EIO\n", c.info.Name)
+	if c.onRemoved != nil {
+		c.onRemoved()
+	}
+	if !c.realFDs {
+		return // a fake kernel's fds are not the process's
+	}
+	// Comp channels: one event per CQ bound to each, so a thread waiting in
+	// ibv_get_cq_event wakes, polls, and sees EIO.
+	perChannel := map[int][]byte{}
+	for _, cq := range c.cqs {
+		if cq.channel == nil || cq.channel.destroyed {
+			continue
+		}
+		d := uapi.IbUverbsCompEventDesc{CqHandle: cq.userHandle}
+		perChannel[cq.channel.fd] = append(perChannel[cq.channel.fd], bytesOf(&d)...)
+	}
+	for fd, evs := range perChannel {
+		replaceWithEvents(fd, evs)
+	}
+	if c.asyncFD >= 0 {
+		d := uapi.IbUverbsAsyncEventDesc{EventType: uapi.IB_EVENT_DEVICE_FATAL}
+		replaceWithEvents(c.asyncFD, bytesOf(&d))
+	}
+	// The mappings of the command fd hold the kernel file too: anonymous
+	// memory takes their place at the same address, so a data path that
+	// still reads them reads zeros instead of faulting.
+	for _, m := range c.maps {
+		_, _ = unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(m)), uintptr(len(m)),
+			unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
+	}
+	// Last the command fd: a read-only /dev/null answers every late write
+	// with EBADF, ioctl with ENOTTY, mmap with ENODEV; none reaches a kernel
+	// object.
+	if null, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		_ = unix.Dup3(null, c.cmd.fd, unix.O_CLOEXEC)
+		_ = unix.Close(null)
+	}
+}
+
+// replaceWithEvents puts, atomically for other threads (dup3), a pipe holding
+// evs at fd's number. Its write end is closed, so a read after the events
+// gets 0 bytes, which libibverbs turns into an error, instead of blocking.
+// The old file's status flags (O_NONBLOCK) carry over. A thread already
+// blocked in read() on the old file stays with it: dup3 cannot wake it.
+func replaceWithEvents(fd int, evs []byte) {
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|(flags&unix.O_NONBLOCK)); err != nil {
+		return
+	}
+	_, _ = unix.Write(p[1], evs)
+	_ = unix.Close(p[1])
+	_ = unix.Dup3(p[0], fd, unix.O_CLOEXEC)
+	_ = unix.Close(p[0])
+}
+
+// removedGate answers EIO for every command on a removed device's command
+// fd; reads and polls (events) pass.
+type removedGate struct {
+	sysCalls
+	gone *atomic.Bool
+}
+
+func (g removedGate) Ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
+	if g.gone.Load() {
+		return unix.EIO
+	}
+	return g.sysCalls.Ioctl(fd, req, arg)
+}
+
+func (g removedGate) Write(fd int, p []byte) (int, error) {
+	if g.gone.Load() {
+		return 0, unix.EIO
+	}
+	return g.sysCalls.Write(fd, p)
+}
+
+func (g removedGate) Mmap(fd int, offset int64, length int, prot, flags int) ([]byte, error) {
+	if g.gone.Load() {
+		return nil, unix.EIO
+	}
+	return g.sysCalls.Mmap(fd, offset, length, prot, flags)
+}

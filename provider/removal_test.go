@@ -1,0 +1,199 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"usb4verbs/rdmanl"
+	"usb4verbs/uapi"
+)
+
+// syncBuffer is a removal log the watcher goroutine may write while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testPipe(t *testing.T) (r, w int) {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(p[0]); _ = unix.Close(p[1]) })
+	return p[0], p[1]
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: not within 5 s", what)
+}
+
+// TestDeviceRemovedUnderOpenContext removes the device from the listing
+// under a context with a CQ on a completion channel: the watcher must make
+// every command fail with EIO, run the data path's callback once, log one
+// line, leave one IB_EVENT_DEVICE_FATAL on the async fd and one completion
+// event naming the CQ on the channel (then end of file: no blocking read),
+// and put a file that no longer reaches the kernel at the command fd.
+func TestDeviceRemovedUnderOpenContext(t *testing.T) {
+	var log syncBuffer
+	removalLog = &log
+	t.Cleanup(func() { removalLog = os.Stderr })
+
+	var listed atomic.Bool
+	listed.Store(true)
+	w := &removalWatcher{interval: 2 * time.Millisecond, list: func() ([]rdmanl.Device, error) {
+		if listed.Load() {
+			return []rdmanl.Device{{Name: "fake0"}, {Name: "other"}}, nil
+		}
+		return []rdmanl.Device{{Name: "other"}}, nil
+	}}
+
+	k := newFakeKernel()
+	c := openFake(t, k, usb4Drv)
+	chanR, _ := testPipe(t)
+	ch, err := c.CompChannelFromFD(chanR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(CQAttr{CQE: 4, Channel: ch, UserHandle: 0x1234})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From here the context's fds are real ones of this process (pipes), so
+	// the fd replacement can be seen; the fake kernel got its commands.
+	asyncR, _ := testPipe(t)
+	cmdR, cmdW := testPipe(t)
+	c.mu.Lock()
+	c.realFDs = true
+	c.asyncFD = asyncR
+	c.cmd.fd = cmdW
+	c.mu.Unlock()
+	_ = cmdR
+
+	var callbacks atomic.Int32
+	c.onRemoved = func() { callbacks.Add(1) }
+	w.add(c)
+	time.Sleep(20 * time.Millisecond)
+	if c.Removed() {
+		t.Fatal("removed while the device is listed")
+	}
+	listed.Store(false)
+	waitFor(t, "removal", c.Removed)
+
+	if n := callbacks.Load(); n != 1 {
+		t.Errorf("onRemoved ran %d times, want 1", n)
+	}
+	want := "libusb4_rdma: fake0: device removed (cable pulled or module unloaded); every verb now fails with EIO\n"
+	if got := log.String(); got != want {
+		t.Errorf("log %q, want %q", got, want)
+	}
+	if _, err := c.AllocPD(); !errors.Is(err, unix.EIO) {
+		t.Errorf("alloc_pd after removal: %v, want EIO", err)
+	}
+	if err := cq.ReqNotify(false); !errors.Is(err, unix.EIO) {
+		t.Errorf("req_notify_cq after removal: %v, want EIO", err)
+	}
+
+	buf := make([]byte, 64)
+	n, err := unix.Read(asyncR, buf)
+	if err != nil || n != uapi.SizeofIbUverbsAsyncEventDesc {
+		t.Fatalf("async fd read: %d bytes, %v; want one event (%d bytes)", n, err, uapi.SizeofIbUverbsAsyncEventDesc)
+	}
+	if el, typ := binary.LittleEndian.Uint64(buf), binary.LittleEndian.Uint32(buf[8:]); el != 0 || typ != uapi.IB_EVENT_DEVICE_FATAL {
+		t.Errorf("async event element %#x type %d, want 0 and IB_EVENT_DEVICE_FATAL (%d)", el, typ, uapi.IB_EVENT_DEVICE_FATAL)
+	}
+	if n, err := unix.Read(asyncR, buf); n != 0 || err != nil {
+		t.Errorf("second async read: %d, %v; want end of file", n, err)
+	}
+	n, err = unix.Read(chanR, buf)
+	if err != nil || n != uapi.SizeofIbUverbsCompEventDesc || binary.LittleEndian.Uint64(buf) != 0x1234 {
+		t.Errorf("channel read: %d bytes %x, %v; want one event for CQ 0x1234", n, buf[:max(n, 0)], err)
+	}
+	if _, err := unix.Write(cmdW, []byte("x")); !errors.Is(err, unix.EBADF) {
+		t.Errorf("write on the replaced command fd: %v, want EBADF (read-only /dev/null)", err)
+	}
+	// Close still works; the watcher has no context left.
+	_ = c.Close()
+	w.mu.Lock()
+	running := w.stop != nil
+	w.mu.Unlock()
+	if running {
+		t.Error("watcher still running with no context watched")
+	}
+	if strings.Count(log.String(), "\n") != 1 {
+		t.Errorf("more than one log line: %q", log.String())
+	}
+}
+
+// TestRemovalWatcherLifecycle: the goroutine starts with the first watched
+// context, lists nothing meanwhile if nothing is watched, and ends with the
+// last Close; concurrent opens and closes under -race.
+func TestRemovalWatcherLifecycle(t *testing.T) {
+	var lists atomic.Int32
+	w := &removalWatcher{interval: time.Millisecond, list: func() ([]rdmanl.Device, error) {
+		lists.Add(1)
+		return []rdmanl.Device{{Name: "fake0"}}, nil
+	}}
+	k := newFakeKernel()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				c := openFake(t, k, usb4Drv)
+				w.add(c)
+				time.Sleep(time.Millisecond)
+				if c.Removed() {
+					t.Error("removed while listed")
+				}
+				_ = c.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	w.mu.Lock()
+	done, running := w.done, w.stop != nil
+	w.mu.Unlock()
+	if running || done != nil {
+		t.Fatal("watcher still running after the last Close")
+	}
+	before := lists.Load()
+	time.Sleep(20 * time.Millisecond)
+	if after := lists.Load(); after > before+1 {
+		t.Errorf("%d device dumps with no context watched", after-before)
+	}
+	if before == 0 {
+		t.Error("no device dump while contexts were watched")
+	}
+}
+
+var usb4Drv = Driver{Kind: DriverUSB4, ID: uapi.RDMA_DRIVER_UNKNOWN}

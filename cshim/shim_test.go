@@ -1024,7 +1024,15 @@ func TestSignalsAfterGoPartLoad(t *testing.T) {
 	})
 	t.Run("SIGURG handler", func(t *testing.T) {
 		out := sigrun(t, "urg")
-		if !strings.Contains(out, "urg before 1\n") || !strings.Contains(out, "urg after 2 disposition handler signals\n") {
+		// At least the one raise after the load: Go's own preemption
+		// signals to a thread inside a Go export reach the application's
+		// handler too, so under load the count can be higher.
+		var after int
+		m := regexp.MustCompile(`urg after (\d+) disposition handler signals\n`).FindStringSubmatch(out)
+		if m != nil {
+			after, _ = strconv.Atoi(m[1])
+		}
+		if !strings.Contains(out, "urg before 1\n") || after < 2 {
 			t.Errorf("the application's SIGURG handler did not run after the load")
 		}
 	})

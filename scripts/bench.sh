@@ -12,7 +12,8 @@
 # BENCH_MODE=ab (default): ours (libusb4_rdma, opted in for rxe) against librxe.
 # BENCH_MODE=aa: librxe against itself, to validate the method (ratios ~1.00).
 # BENCH_REPS (5), BENCH_PLAN=quick (a few sizes, for trying the machinery), BENCH_PLAN=micro
-# (no perftest: microbench, RSS and threads only, for a change to the per-call path),
+# (no perftest: microbench, load/open footprint, RSS and threads only, for a change to the
+# per-call path or the provider's footprint; kept as build/bench/results/micro-<mode>.log),
 # BENCH_SKIP_VM=1 (host benchmarks and report only), BENCH_SKIP_HOST=1, BENCH_PROVIDER (the .so to
 # test; build/libusb4_rdma.so), VM_TIMEOUT (1800).
 set -euo pipefail
@@ -70,6 +71,7 @@ if [[ ${BENCH_SKIP_VM:-0} != 1 ]]; then
   FILES=$OUT/files
   rm -rf "$FILES"; mkdir -p "$FILES"
   gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$FILES/microbench" tests/bench/microbench.c -libverbs
+  gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$FILES/footprint" tests/bench/footprint.c -libverbs
   PROVIDER=${BENCH_PROVIDER:-build/libusb4_rdma.so}
   [[ -f $PROVIDER ]] || { echo "bench: $PROVIDER missing: run make build" >&2; exit 1; }
   # Debian 12's libibverbs (rdma-core 44) loads PABI 34 names.
@@ -114,6 +116,10 @@ if [[ ${BENCH_SKIP_VM:-0} != 1 ]]; then
   grep -c '^@@BENCH ' "$RAW" | xargs -I{} echo "[bench] {} samples, $(grep -c '^@@BENCHFAIL' "$RAW" || true) failures" >&2
   if [[ $PLAN == full ]]; then
     cp "$RAW" "$RUN_RESULTS/$MODE.log"
+  elif [[ $PLAN == micro ]]; then
+    # The report takes the per-call, footprint and thread/RSS figures from
+    # whichever of micro-<mode>.log and <mode>.log is the newer run.
+    cp "$RAW" "$RUN_RESULTS/micro-$MODE.log"
   else
     log "plan $PLAN: results stay in $RAW (not in the report's results)"
   fi
@@ -125,7 +131,7 @@ INPUT=$OUT/report-input
 rm -rf "$INPUT"; mkdir -p "$INPUT"
 cp "$RESULTS"/* "$INPUT/"
 if compgen -G "$RUN_RESULTS/*" >/dev/null; then cp "$RUN_RESULTS"/* "$INPUT/"; fi
-if ! compgen -G "$INPUT/a[ab].log" >/dev/null; then
+if ! compgen -G "$INPUT/a[ab].log" >/dev/null && ! compgen -G "$INPUT/micro-a[ab].log" >/dev/null; then
   log "no full run yet: no benchmarks.md written"
   exit 0
 fi

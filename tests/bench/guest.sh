@@ -275,6 +275,37 @@ while [ $rep -le "$REPS" ]; do
   rep=$((rep + 1))
 done
 
+# 1b. Load and open footprint (tests/bench/footprint.c): Threads and VmRSS after
+# ibv_get_device_list and its time in a process that opens nothing, without our
+# package (side=nopkg) and with it installed the way packaging does (a .driver file
+# in /etc/libibverbs.d, no rxe opt-in: librxe keeps rxe; side=installed); then the
+# same after opening DEV0 and a PD, through ours (CAND_ENV) and librxe.
+DRIVER_FILE=/etc/libibverbs.d/usb4_rdma.driver
+footprint() {
+  local side="$1" rep="$2" dev="" rc
+  case $side in
+    installed) printf 'driver %s/libusb4_rdma\n' "$BIN" > "$DRIVER_FILE" ;;
+    ours | librxe) dev=$DEV0 ;;
+  esac
+  # shellcheck disable=SC2046,SC2086
+  env $(side_env "$side") taskset 2 "$BIN/footprint" $dev "mode=$MODE" "side=$side" "rep=$rep" \
+    > "$WORK/footprint.log" 2>&1
+  rc=$?
+  rm -f "$DRIVER_FILE"
+  grep '^@@BENCH' "$WORK/footprint.log"
+  if [ $rc -ne 0 ]; then
+    echo "@@BENCHFAIL mode=$MODE side=$side tool=footprint rep=$rep rc=$rc why=footprint-exit"
+    grep -v '^@@BENCH' "$WORK/footprint.log" | sed 's/^/# footprint: /' | tail -n 5
+  fi
+}
+rm -f "$DRIVER_FILE"
+rep=1
+while [ $rep -le "$REPS" ]; do
+  if [ $((rep % 2)) -eq 1 ]; then order="nopkg installed librxe ours"; else order="ours librxe installed nopkg"; fi
+  for s in $order; do footprint "$s" $rep; done
+  rep=$((rep + 1))
+done
+
 # 2. Memory and threads.
 rep=1
 while [ $rep -le 3 ]; do

@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	results := flag.String("results", "tests/bench/results", "directory with aa.log, ab.log, host.txt, notes.md")
+	results := flag.String("results", "tests/bench/results", "directory with aa.log, ab.log, micro-aa.log, micro-ab.log, host.txt, notes.md")
 	docPath := flag.String("doc", "docs/benchmarks.md", "markdown file to write")
 	svgDir := flag.String("svgdir", "docs", "directory for benchmarks-latency.svg and benchmarks-bandwidth.svg")
 	flag.Parse()
@@ -25,16 +25,21 @@ func main() {
 func run(results, docPath, svgDir string) error {
 	var d Doc
 	for _, mode := range []string{"aa", "ab"} {
-		r, err := loadRun(filepath.Join(results, mode+".log"))
-		if err != nil {
-			return err
+		var parts [2]*Run
+		for i, name := range []string{mode + ".log", "micro-" + mode + ".log"} {
+			r, err := loadRun(filepath.Join(results, name))
+			if err != nil {
+				return err
+			}
+			if r != nil && r.Mode != "" && r.Mode != mode {
+				return fmt.Errorf("%s: holds a mode=%s run", name, r.Mode)
+			}
+			if r != nil {
+				r.Mode = mode
+			}
+			parts[i] = r
 		}
-		if r != nil && r.Mode != "" && r.Mode != mode {
-			return fmt.Errorf("%s.log: holds a mode=%s run", mode, r.Mode)
-		}
-		if r != nil {
-			r.Mode = mode
-		}
+		r := MergeMicro(parts[0], parts[1])
 		if mode == "aa" {
 			d.AA = r
 		} else {
@@ -42,7 +47,7 @@ func run(results, docPath, svgDir string) error {
 		}
 	}
 	if d.AA == nil && d.AB == nil {
-		return fmt.Errorf("no aa.log or ab.log in %s: run make bench first", results)
+		return fmt.Errorf("no aa.log, ab.log or micro-*.log in %s: run make bench first", results)
 	}
 	var err error
 	if d.Host, err = readOptional(filepath.Join(results, "host.txt")); err != nil {

@@ -109,6 +109,12 @@ func writeMethod(p func(string, ...any)) {
   ` + "`write()`" + ` that runs the requester), so it is dominated by the kernel, like every figure here.
 - Footprint: peak VmRSS and Threads of an ib_write_bw server and client (64 KiB, 600 messages), sampled from
   /proc/<pid>/status every 0.2 s, 3 repetitions per provider.
+- Load and open footprint (` + "`tests/bench/footprint.c`" + `, 5 repetitions per configuration, interleaved):
+  Threads and VmRSS from /proc/self/status right after ` + "`ibv_get_device_list`" + `, and the time of that call,
+  in a process that opens nothing: without our package, and with it installed as packaging does (a
+  ` + "`.driver`" + ` file in /etc/libibverbs.d, no rxe opt-in, so librxe keeps rxe; libibverbs dlopens our front
+  anyway, because rxe devices are unmatched until librxe is loaded). Then the same after the first
+  ` + "`ibv_open_device`" + ` of rxe0 and one PD, through ours and through librxe.
 - Statistic: the median of the repetitions per provider, the spread as min–max, and the ratio of the
   medians, ours / librxe. Ratios from one interleaved run are the result; absolute numbers under software
   emulation mean little. Targets are read off this document, never asserted by a timed test.
@@ -147,10 +153,15 @@ func writeRun(p func(string, ...any), run *Run, noise map[string]band) {
 	writeContext(p, run)
 	writeProviders(p, run)
 	rows := Compare(run)
+	listRows := CompareSides(run, SideInstalled, SideNoPkg)
 
 	p("### Targets\n\n| target | status | result | why |\n|---|---|---|---|\n")
 	for _, t := range Targets() {
-		t.Check(rows)
+		if t.ListOnly {
+			t.Check(listRows)
+		} else {
+			t.Check(rows)
+		}
 		status := t.Status.String()
 		if t.Status == Missed {
 			status = "**missed** by " + t.amount(t.Excess)
@@ -180,7 +191,47 @@ func writeRun(p func(string, ...any), run *Run, noise map[string]band) {
 	table(p, Select(rows, func(k Key) bool { return k.Tool == "micro" }), names, "metric")
 	p("### Process footprint (ib_write_bw, 64 KiB)\n\n")
 	table(p, Select(rows, func(k Key) bool { return k.Tool == "proc" }), names, "metric")
+	writeFootprint(p, rows, listRows, names)
 	writeFailures(p, run)
+}
+
+// writeFootprint shows what loading our package costs a process that opens
+// none of our devices, and what opening one adds, with the differences the
+// targets are stated in.
+func writeFootprint(p func(string, ...any), rows, listRows []Row, names map[string]string) {
+	p("### Load and open footprint (footprint.c)\n\n")
+	p("`list_threads`, `list_rss_kb`: Threads and VmRSS (KiB) right after `ibv_get_device_list`; `list_us`: that call;\n")
+	p("`list_gopart`: 1 when the Go part is mapped after it; `open_*`: the same after the first `ibv_open_device` and a PD.\n\n")
+	p("Listing only (no device opened; rxe served by librxe):\n\n")
+	isFP := func(k Key) bool { return k.Tool == "footprint" }
+	listNames := map[string]string{SideOurs: "package installed", SideLibrxe: "without package"}
+	sel := Select(listRows, isFP)
+	table(p, sel, listNames, "metric")
+	diffs(p, sel)
+	p("Opening rxe0 (%s against %s):\n\n", names[SideOurs], names[SideLibrxe])
+	sel = Select(rows, isFP)
+	table(p, sel, names, "metric")
+	diffs(p, sel)
+}
+
+// diffs prints the difference of the medians of each threads and RSS row.
+func diffs(p func(string, ...any), rows []Row) {
+	var parts []string
+	for _, r := range rows {
+		if !r.Both() {
+			continue
+		}
+		d := r.Ours.Median - r.Base.Median
+		switch {
+		case strings.HasSuffix(r.Metric, "_threads"):
+			parts = append(parts, fmt.Sprintf("%s %+.0f", r.Metric, d))
+		case strings.HasSuffix(r.Metric, "_rss_kb"):
+			parts = append(parts, fmt.Sprintf("%s %+.0f KiB (%+.2f MiB)", r.Metric, d, d/1024))
+		}
+	}
+	if len(parts) > 0 {
+		p("Differences of the medians: %s.\n\n", strings.Join(parts, ", "))
+	}
 }
 
 // why explains a target's outcome as far as the data allows; the analysis
@@ -260,6 +311,19 @@ func writeContext(p func(string, ...any), run *Run) {
 		p(", %s, commit %s", v, orDash(run.InfoValue("git")))
 	}
 	p(".\n")
+	if m := run.Micro; m != nil {
+		p("Per-call, process footprint and load/open footprint figures: a later `BENCH_PLAN=micro` run, %s repetitions",
+			orDash(m.InfoValue("reps")))
+		if v := m.InfoValue("boot_s"); v != "" {
+			p(", boot %s s", v)
+		}
+		p(", %s, commit %s", orDash(m.InfoValue("date")), orDash(m.InfoValue("git")))
+		if len(m.HostLoad1) > 0 {
+			st := Summarize(m.HostLoad1)
+			p(", host load median %.2f (min %.2f, max %.2f)", st.Median, st.Min, st.Max)
+		}
+		p(".\n")
+	}
 	if len(run.HostLoad1) > 0 {
 		st := Summarize(run.HostLoad1)
 		p("Host load average (1 min, sampled every 20 s on the 2-core host, shared with other VM boots): median %.2f, min %.2f, max %.2f.\n", st.Median, st.Min, st.Max)
@@ -292,7 +356,7 @@ func writeProviders(p func(string, ...any), run *Run) {
 	for _, s := range run.Samples {
 		m := loaded
 		v := s.Loaded
-		if s.Key.Tool == "micro" {
+		if s.Key.Tool == "micro" || s.Key.Tool == "footprint" {
 			m, v = served, s.Served
 		}
 		if v == "" {
@@ -307,8 +371,8 @@ func writeProviders(p func(string, ...any), run *Run) {
 	if run.Mode == "aa" {
 		want[SideOurs] = "rxe"
 	}
-	p("Provider check (samples per side; perftest: providers mapped by the server; microbench: provider that served):\n\n")
-	p("| side | stands for | perftest loaded | microbench served | ok |\n|---|---|---|---|---|\n")
+	p("Provider check (samples per side; perftest: providers mapped by the server; microbench and footprint: provider that served):\n\n")
+	p("| side | stands for | perftest loaded | microbench/footprint served | ok |\n|---|---|---|---|---|\n")
 	names := providerNames(run)
 	for _, side := range []string{SideOurs, SideLibrxe} {
 		ok := true

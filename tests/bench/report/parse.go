@@ -10,15 +10,19 @@ import (
 	"strings"
 )
 
-// Sides of a comparison: the candidate and the baseline.
+// Sides of a comparison: the candidate and the baseline. The footprint of a
+// process that opens nothing compares SideInstalled (our package installed,
+// rxe left to librxe) with SideNoPkg (the same userland without our package).
 const (
-	SideOurs   = "ours"
-	SideLibrxe = "librxe"
+	SideOurs      = "ours"
+	SideLibrxe    = "librxe"
+	SideInstalled = "installed"
+	SideNoPkg     = "nopkg"
 )
 
 // Sample is one measured figure of one repetition.
 type Sample struct {
-	Side   string // SideOurs or SideLibrxe
+	Side   string // SideOurs, SideLibrxe, SideInstalled or SideNoPkg
 	Loaded string // providers mapped by the perftest server (usb4_rdma, rxe, usb4_rdma+rxe)
 	Served string // provider that served the device (microbench only)
 	Key    Key
@@ -53,6 +57,55 @@ type Run struct {
 	Harness   []string            // the VM harness's own "--- FAIL" lines
 	Malformed []string            // @@BENCH lines that could not be read
 	Invalid   []Sample            // samples whose value was inf, nan or a zero throughput
+	// Micro is the BENCH_PLAN=micro run whose micro, proc and footprint
+	// figures replaced this run's (MergeMicro); nil if none did.
+	Micro *Run
+}
+
+// microTool says which figures a BENCH_PLAN=micro run measures.
+func microTool(tool string) bool { return tool == "micro" || tool == "proc" || tool == "footprint" }
+
+// MergeMicro combines a full run with a BENCH_PLAN=micro run of the same mode:
+// when the micro run is the newer (by its date info), its micro, proc and
+// footprint figures and failures replace the full run's; the perftest figures
+// stay. Either may be nil.
+func MergeMicro(full, micro *Run) *Run {
+	switch {
+	case micro == nil:
+		return full
+	case full == nil:
+		return micro
+	case micro.InfoValue("date") < full.InfoValue("date"):
+		return full
+	}
+	m := *full
+	m.Micro = micro
+	m.Samples, m.Fails, m.Invalid = nil, nil, nil
+	for _, s := range full.Samples {
+		if !microTool(s.Key.Tool) {
+			m.Samples = append(m.Samples, s)
+		}
+	}
+	for _, s := range full.Invalid {
+		if !microTool(s.Key.Tool) {
+			m.Invalid = append(m.Invalid, s)
+		}
+	}
+	for _, e := range full.Fails {
+		if !microTool(e.Fields["tool"]) {
+			m.Fails = append(m.Fails, e)
+		}
+	}
+	for _, s := range micro.Samples {
+		if microTool(s.Key.Tool) {
+			m.Samples = append(m.Samples, s)
+		}
+	}
+	m.Invalid = append(m.Invalid, micro.Invalid...)
+	m.Fails = append(m.Fails, micro.Fails...)
+	m.Malformed = append(append([]string(nil), full.Malformed...), micro.Malformed...)
+	m.Harness = append(append([]string(nil), full.Harness...), micro.Harness...)
+	return &m
 }
 
 // Parse reads one results file. Lines it cannot read are collected in
@@ -164,7 +217,9 @@ func firstWord(s string) string {
 
 func sampleOf(f map[string]string) (Sample, error) {
 	s := Sample{Side: f["side"], Loaded: f["loaded"], Served: f["served"]}
-	if s.Side != SideOurs && s.Side != SideLibrxe {
+	switch s.Side {
+	case SideOurs, SideLibrxe, SideInstalled, SideNoPkg:
+	default:
 		return s, fmt.Errorf("side %q", s.Side)
 	}
 	s.Key.Tool, s.Key.Metric = f["tool"], f["metric"]

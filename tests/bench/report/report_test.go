@@ -209,6 +209,13 @@ func TestTargets(t *testing.T) {
 	}
 	for _, tg := range Targets() {
 		tg.Check(rows)
+		if tg.ListOnly {
+			// The fixture has no list-only processes (TestMicroMerged has).
+			if tg.Status != NoData {
+				t.Errorf("%s: status %v on ours/librxe rows, want no data", tg.ID, tg.Status)
+			}
+			continue
+		}
 		w, ok := want[tg.ID]
 		if !ok {
 			t.Errorf("unexpected target %s", tg.ID)
@@ -395,5 +402,95 @@ func TestRunWritesFiles(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s not written: %v", f, err)
 		}
+	}
+}
+
+func loadFile(t *testing.T, path string) *Run {
+	t.Helper()
+	r, err := loadRun(path)
+	if err != nil || r == nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return r
+}
+
+// A newer BENCH_PLAN=micro run replaces the full run's micro, proc and
+// footprint figures and keeps its perftest ones; the list-only targets are
+// checked on installed against nopkg.
+func TestMicroMerged(t *testing.T) {
+	full, micro := loadFixture(t), loadFile(t, "testdata/micro-ab.log")
+	m := MergeMicro(full, micro)
+	if m.Micro != micro {
+		t.Fatal("newer micro run not merged")
+	}
+	perf, proc := 0, 0
+	for _, s := range m.Samples {
+		switch {
+		case s.Key.Tool == "proc":
+			proc++
+			if s.Value == 30000 {
+				t.Error("the full run's proc sample survived the merge")
+			}
+		case !microTool(s.Key.Tool):
+			perf++
+		}
+	}
+	if proc != 4 || perf == 0 {
+		t.Errorf("merged: %d proc and %d perftest samples, want 4 and >0", proc, perf)
+	}
+	rows, listRows := Compare(m), CompareSides(m, SideInstalled, SideNoPkg)
+	want := map[string]struct {
+		status Status
+		excess float64
+	}{
+		"list-threads": {Met, 0},
+		"list-rss":     {Met, 600 - 1024},
+		"list-time":    {Missed, 1.2/1.1 - 1},
+		"threads":      {Met, 0},
+		"rss":          {Met, 14000 - 4500 - 16384},
+	}
+	for _, tg := range Targets() {
+		w, ok := want[tg.ID]
+		if !ok {
+			continue
+		}
+		if tg.ListOnly {
+			tg.Check(listRows)
+		} else {
+			tg.Check(rows)
+		}
+		if tg.Status != w.status || !near(tg.Excess, w.excess) {
+			t.Errorf("%s: %v excess %v, want %v %v", tg.ID, tg.Status, tg.Excess, w.status, w.excess)
+		}
+	}
+
+	var b bytes.Buffer
+	if err := WriteDoc(&b, Doc{AB: m}); err != nil {
+		t.Fatal(err)
+	}
+	doc := b.String()
+	for _, s := range []string{
+		"a later `BENCH_PLAN=micro` run, 2 repetitions, boot 300 s, 2026-11-30T12:00:00Z, commit def5678",
+		"| list_rss_kb | 4600 (4600–4600) | 1 | 4000 (4000–4000) | 1 | 1.15 | 1.15 |",
+		"list_rss_kb +600 KiB (+0.59 MiB), list_threads +0",
+		"open_rss_kb +9500 KiB (+9.28 MiB), open_threads +4",
+		"| Listing only, package installed: +0 threads | met |",
+		"footprint-exit",
+	} {
+		if !strings.Contains(doc, s) {
+			t.Errorf("doc lacks %q", s)
+		}
+	}
+}
+
+// An older micro run does not override a newer full run.
+func TestMicroOlderIgnored(t *testing.T) {
+	full, micro := loadFixture(t), loadFile(t, "testdata/micro-ab.log")
+	micro.Info = append([]map[string]string{{"date": "2026-01-01T00:00:00Z"}}, micro.Info...)
+	if m := MergeMicro(full, micro); m != full {
+		t.Error("an older micro run replaced the full run's figures")
+	}
+	if m := MergeMicro(nil, micro); m != micro {
+		t.Error("a micro run alone is not the run")
 	}
 }

@@ -60,9 +60,14 @@ func LowerBetter(metric string) bool {
 // Both says whether both sides have data.
 func (r Row) Both() bool { return r.Ours.N > 0 && r.Base.N > 0 }
 
-// Compare groups a run's samples by case and side. Rows are sorted by tool,
-// QPs, post list, metric, then size, so tables read from small to large.
-func Compare(run *Run) []Row {
+// Compare groups a run's samples by case and side, ours against librxe. Rows
+// are sorted by tool, QPs, post list, metric, then size, so tables read from
+// small to large.
+func Compare(run *Run) []Row { return CompareSides(run, SideOurs, SideLibrxe) }
+
+// CompareSides is Compare with side cand in Row.Ours and side base in
+// Row.Base; cases measured on neither of them are left out.
+func CompareSides(run *Run, cand, base string) []Row {
 	type sideKey struct {
 		Key
 		side string
@@ -70,13 +75,16 @@ func Compare(run *Run) []Row {
 	vals := map[sideKey][]float64{}
 	keys := map[Key]bool{}
 	for _, s := range run.Samples {
+		if s.Side != cand && s.Side != base {
+			continue
+		}
 		sk := sideKey{s.Key, s.Side}
 		vals[sk] = append(vals[sk], s.Value)
 		keys[s.Key] = true
 	}
 	rows := make([]Row, 0, len(keys))
 	for k := range keys {
-		r := Row{Key: k, Ours: Summarize(vals[sideKey{k, SideOurs}]), Base: Summarize(vals[sideKey{k, SideLibrxe}])}
+		r := Row{Key: k, Ours: Summarize(vals[sideKey{k, cand}]), Base: Summarize(vals[sideKey{k, base}])}
 		r.Ratio, r.BestRatio = math.NaN(), math.NaN()
 		if r.Both() && r.Base.Median != 0 {
 			r.Ratio = r.Ours.Median / r.Base.Median

@@ -38,6 +38,9 @@ type Target struct {
 	Limit       float64
 	Unit        string // of a difference target's limit
 	Match       func(Key) bool
+	// ListOnly: checked on SideInstalled against SideNoPkg (a process that
+	// opens none of our devices), not on ours against librxe.
+	ListOnly bool
 
 	Status  Status
 	Checked int     // rows with data on both sides
@@ -58,9 +61,16 @@ func isCall(k Key) bool {
 	return k.Tool == "micro" && (k.Metric == "post_ns" || k.Metric == "poll_hit_ns" ||
 		k.Metric == "pair_ns" || k.Metric == "poll_empty_ns")
 }
-func isRSS(k Key) bool { return k.Tool == "proc" && strings.HasSuffix(k.Metric, "_rss_kb") }
+func isRSS(k Key) bool {
+	return (k.Tool == "proc" && strings.HasSuffix(k.Metric, "_rss_kb")) ||
+		(k.Tool == "footprint" && k.Metric == "open_rss_kb")
+}
 func isThreads(k Key) bool {
-	return k.Tool == "proc" && strings.HasSuffix(k.Metric, "_threads")
+	return (k.Tool == "proc" && strings.HasSuffix(k.Metric, "_threads")) ||
+		(k.Tool == "footprint" && k.Metric == "open_threads")
+}
+func isFootprint(metric string) func(Key) bool {
+	return func(k Key) bool { return k.Tool == "footprint" && k.Metric == metric }
 }
 
 // Targets returns issue 7's targets, unchecked.
@@ -70,8 +80,11 @@ func Targets() []*Target {
 		{ID: "bandwidth", Title: "Bandwidth ratio ≥ 1.00 at every size, 1 and 4 QPs", Limit: 1.00, Match: isBW},
 		{ID: "msgrate", Title: "Message-rate ratio ≥ 1.00 (8 B, post list)", Limit: 1.00, Match: isRate},
 		{ID: "percall", Title: "Per-call overhead ≤ 1.10× librxe (post_send, poll_cq)", LowerBetter: true, Limit: 1.10, Match: isCall},
-		{ID: "rss", Title: "Extra RSS ≤ 16 MiB per process (ib_write_bw)", Diff: true, LowerBetter: true, Limit: 16 * 1024, Unit: "KiB", Match: isRSS},
-		{ID: "threads", Title: "Extra threads ≤ 4 per process (ib_write_bw)", Diff: true, LowerBetter: true, Limit: 4, Unit: "threads", Match: isThreads},
+		{ID: "rss", Title: "Extra RSS ≤ 16 MiB per process that opens our device (ib_write_bw; footprint after open)", Diff: true, LowerBetter: true, Limit: 16 * 1024, Unit: "KiB", Match: isRSS},
+		{ID: "threads", Title: "Extra threads ≤ 4 per process that opens our device (ib_write_bw; footprint after open)", Diff: true, LowerBetter: true, Limit: 4, Unit: "threads", Match: isThreads},
+		{ID: "list-threads", Title: "Listing only, package installed: +0 threads", Diff: true, LowerBetter: true, Limit: 0, Unit: "threads", Match: isFootprint("list_threads"), ListOnly: true},
+		{ID: "list-rss", Title: "Listing only, package installed: RSS ≤ +1 MiB", Diff: true, LowerBetter: true, Limit: 1024, Unit: "KiB", Match: isFootprint("list_rss_kb"), ListOnly: true},
+		{ID: "list-time", Title: "Listing only, package installed: `ibv_get_device_list` ≤ 1.10×", LowerBetter: true, Limit: 1.10, Match: isFootprint("list_us"), ListOnly: true},
 	}
 }
 
@@ -158,7 +171,7 @@ func (t *Target) describe(r Row) string {
 func caseName(k Key) string {
 	var b strings.Builder
 	b.WriteString(k.Tool)
-	if k.Tool == "micro" || k.Tool == "proc" {
+	if k.Tool == "micro" || k.Tool == "proc" || k.Tool == "footprint" {
 		b.WriteString(" " + k.Metric)
 		return b.String()
 	}

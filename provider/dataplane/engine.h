@@ -298,6 +298,7 @@ struct usb4v_qp {
 	struct usb4v_dv *dv;
 	struct usb4v_qp *dv_next;
 	char fallback_reason[96];
+	int kcmd_refusal_logged; /* one log line per QP for WRs kcmd.c refuses */
 };
 
 /* ---- data-path entry points ---- */

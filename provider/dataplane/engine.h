@@ -300,6 +300,7 @@ struct usb4v_qp {
 	struct usb4v_qp *dv_next;
 	int gone; /* device removed: every post fails with EIO (atomic) */
 	char fallback_reason[96];
+	int kcmd_refusal_logged; /* one log line per QP for WRs kcmd.c refuses */
 };
 
 /* ---- data-path entry points ---- */

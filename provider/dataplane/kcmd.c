@@ -7,6 +7,7 @@
  * failing WR within its chunk (0 when the kernel refused the command before
  * posting anything). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,58 @@ static void encode_send_wr(const struct usb4v_ibv_send_wr *wr, struct usb4v_ib_u
 	}
 }
 
+/* The opcodes the uverbs core decodes in a POST_SEND (ib_uverbs_post_send:
+ * UD takes SEND and SEND_WITH_IMM only). Any other opcode makes the core
+ * refuse the whole command before the driver sees a WR (resp.bad_wr 0), so
+ * it is refused here, at its WR, and the WRs before it are posted. */
+static int kcmd_core_decodes(uint32_t qp_type, uint32_t opcode)
+{
+	if (qp_type == USB4V_QPT_UD)
+		return opcode == USB4V_WR_SEND || opcode == USB4V_WR_SEND_WITH_IMM;
+	switch (opcode) {
+	case USB4V_WR_RDMA_WRITE:
+	case USB4V_WR_RDMA_WRITE_WITH_IMM:
+	case USB4V_WR_RDMA_READ:
+	case USB4V_WR_ATOMIC_CMP_AND_SWP:
+	case USB4V_WR_ATOMIC_FETCH_AND_ADD:
+	case USB4V_WR_SEND:
+	case USB4V_WR_SEND_WITH_IMM:
+	case USB4V_WR_SEND_WITH_INV:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* kcmd_send_wr_refusal: why wr cannot go to the kernel, or NULL. num_sge is
+ * checked against the QP's own max_send_sge because hellas-main only checks
+ * its device maximum (hellas-main:kernel/ibdev.c tbv_prepare_send_segments,
+ * TBV_IBDEV_MAX_SGE) and would post a WR the QP was not created for. */
+static const char *kcmd_send_wr_refusal(const struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
+{
+	if (wr->num_sge < 0 || (wr->num_sge > 0 && !wr->sg_list))
+		return "a negative num_sge or a NULL sg_list";
+	if ((uint32_t)wr->num_sge > qp->max_send_sge || wr->num_sge > KCMD_MAX_SGE)
+		return "num_sge over the QP's max_send_sge";
+	if (qp->qp_type == USB4V_QPT_UD && !wr->wr.ud.ah)
+		return "a UD WR without an address handle";
+	if (!kcmd_core_decodes(qp->qp_type, wr->opcode))
+		return "an opcode the kernel does not decode for this QP type";
+	return NULL;
+}
+
+/* One line per QP: a program that posts bad WRs in a loop would otherwise
+ * flood stderr. */
+static void kcmd_log_refusal(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr, const char *why)
+{
+	if (__atomic_exchange_n(&qp->kcmd_refusal_logged, 1, __ATOMIC_RELAXED))
+		return;
+	fprintf(stderr,
+		"libusb4_rdma: qp 0x%x: post_send refused a WR with %s (opcode %u, num_sge %d, max_send_sge %u): "
+		"EINVAL (logged once per QP)\n",
+		qp->qp_num, why, wr->opcode, wr->num_sge, qp->max_send_sge);
+}
+
 int usb4v_kcmd_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad)
 {
 	struct {
@@ -63,9 +116,10 @@ int usb4v_kcmd_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, stru
 		uint32_t nwr = 0, nsge = 0;
 		struct usb4v_ib_uverbs_sge sg[KCMD_MAX_SGE];
 		for (; wr && nwr < KCMD_MAX_WR; wr = wr->next) {
-			if (wr->num_sge < 0 || (wr->num_sge > 0 && !wr->sg_list) ||
-			    wr->num_sge > KCMD_MAX_SGE || (qp->qp_type == USB4V_QPT_UD && !wr->wr.ud.ah)) {
+			const char *why = kcmd_send_wr_refusal(qp, wr);
+			if (why) {
 				if (nwr == 0) {
+					kcmd_log_refusal(qp, wr, why);
 					*bad = wr;
 					return EINVAL;
 				}

@@ -354,6 +354,49 @@ func TestUSB4RefusedWorkRequests(t *testing.T) {
 	})
 }
 
+// issue 11 (bad input on the real module): on kernel commands a WR the
+// uverbs core cannot decode (an opcode outside its list) makes it refuse the
+// whole POST_SEND before the driver sees any WR, with resp.bad_wr 0
+// (linux:drivers/infiniband/core/uverbs_cmd.c ib_uverbs_post_send), and
+// hellas-main takes num_sge up to its device maximum (TBV_IBDEV_MAX_SGE 4,
+// hellas-main:kernel/ibdev.c tbv_prepare_send_segments) whatever max_send_sge
+// the QP was created with. Both must be refused at that WR, with the WRs
+// before it posted, as ibv_post_send's contract and librxe have it.
+func TestUSB4KCmdRefusesAtTheBadWR(t *testing.T) {
+	for _, m := range []string{"kcmd", "cqring"} {
+		t.Run(m, func(t *testing.T) {
+			e := newUSB4Env(t, m, 64)
+			qp, hqp, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 1})
+			defer qp.Close()
+			e.d.Connect(hqp, e.hqpB)
+			good := func(id uint64) SendWR {
+				return SendWR{WrID: id, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)},
+					RemoteAddr: addr(e.bufB), RKey: e.rkeyB}
+			}
+			overSGE := good(2)
+			overSGE.SGEs = append(overSGE.SGEs, e.sgeA(8, 8))
+			unknownOp := good(2)
+			unknownOp.Opcode = 0x7f
+			for _, c := range []struct {
+				name string
+				bad  SendWR
+			}{{"num_sge over max_send_sge", overSGE}, {"unknown opcode", unknownOp}} {
+				var pe *PostError
+				err := qp.PostSend([]SendWR{good(1), c.bad})
+				if !errors.As(err, &pe) || pe.Index != 1 || !errors.Is(err, unix.EINVAL) {
+					t.Errorf("%s in WR 1: %v, want EINVAL at WR 1", c.name, err)
+					_, _ = e.cqA.Poll(make([]WC, 4)) // the double completes at post: the next case starts clean
+					continue
+				}
+				if wc := pollN(t, e.cqA, 1)[0]; wc.WrID != 1 || wc.Status != WCSuccess {
+					t.Fatalf("%s: WR 0 before the refused one: %+v, want it posted and successful", c.name, wc)
+				}
+				expectEmpty(t, e.cqA)
+			}
+		})
+	}
+}
+
 func TestUSB4CompletionEvent(t *testing.T) {
 	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
 		if err := e.cqB.ReqNotify(false); err != nil {

@@ -2,12 +2,12 @@
 # tests/reliability/guest.sh: the reliability suite inside the test VM (busybox sh).
 # run.sh hands it to tests/vm/run.sh as VM_GUEST_SCRIPT, with the programs in
 # /opt/usb4verbs/bin and the settings in /opt/usb4verbs/rel.conf (PROVIDER=ours|librxe,
-# CHURN_CYCLES). Every program runs under `timeout`; a hang, a death by signal or a
+# CHURN_CYCLES, REL_ONLY). Every program runs under `timeout`; a hang, a death by signal or a
 # program that printed no result becomes a FAIL line of its own, and sanitizer reports
 # (ThreadSanitizer, Go's race detector) become FAIL lines too. faults.sh runs last: it
 # deletes rxe0.
 # shellcheck disable=SC1091,SC2012
-PROVIDER=ours CHURN_CYCLES=10000
+PROVIDER=ours CHURN_CYCLES=10000 REL_ONLY=
 [ -r /opt/usb4verbs/rel.conf ] && . /opt/usb4verbs/rel.conf
 export REL_PROVIDER=$PROVIDER CHURN_CYCLES
 BIN=/opt/usb4verbs/bin
@@ -75,6 +75,8 @@ for c in $("$BIN/badinput" --list); do
   fi
 done
 PER_CASE=
+# REL_ONLY=badinput: a focused run of the bad-input cases (one short boot).
+[ "$REL_ONLY" = badinput ] && exit $FAILED
 
 prog fork 180 "$BIN/fork"
 prog concurrency 300 "$BIN/concurrency"

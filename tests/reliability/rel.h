@@ -26,16 +26,20 @@ static inline double rel_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-// rel_errname: "EINVAL" for 22, "0" for 0, the number otherwise.
+// rel_errname: "EINVAL" for 22, "0" for 0, the number otherwise. It cycles
+// through four buffers, so one printf can name several errnos (one buffer
+// made "got X, want Y" print the same name twice).
 static inline const char *rel_errname(int e)
 {
-	static __thread char buf[32];
+	static __thread char bufs[4][32];
+	static __thread unsigned next;
+	char *buf = bufs[next++ % 4];
 	if (e == 0)
 		return "0";
 	const char *n = strerrorname_np(e < 0 ? -e : e);
-	snprintf(buf, sizeof(buf), "%s%s", e < 0 ? "-" : "", n ? n : "?");
+	snprintf(buf, sizeof(bufs[0]), "%s%s", e < 0 ? "-" : "", n ? n : "?");
 	if (!n)
-		snprintf(buf, sizeof(buf), "%d", e);
+		snprintf(buf, sizeof(bufs[0]), "%d", e);
 	return buf;
 }
 

@@ -138,6 +138,7 @@ main() {
   REL_DOC=${REL_DOC:-$REPO/build/reliability/reliability.md}
   CHURN_CYCLES=${CHURN_CYCLES:-10000}
   [[ $CHURN_CYCLES =~ ^[1-9][0-9]*$ ]] || die "CHURN_CYCLES must be a positive number"
+  [[ -z ${REL_ONLY:-} || $REL_ONLY == badinput ]] || die "REL_ONLY: empty (everything) or badinput"
   OUT=$REPO/build/reliability
   mkdir -p "$OUT"
   if [[ ${REL_REPORT_ONLY:-0} == 1 ]]; then write_doc; return 0; fi
@@ -147,7 +148,7 @@ main() {
   trap 'rm -rf "$WORK"' EXIT
   mkdir -p "$WORK/files"
   build_programs "$WORK/files"
-  printf 'PROVIDER=%s\nCHURN_CYCLES=%s\n' "$PROVIDER" "$CHURN_CYCLES" > "$WORK/files/rel.conf"
+  printf 'PROVIDER=%s\nCHURN_CYCLES=%s\nREL_ONLY=%s\n' "$PROVIDER" "$CHURN_CYCLES" "${REL_ONLY:-}" > "$WORK/files/rel.conf"
   local exclude=${VM_EXCLUDE_GLOB:-} overlay=
   if [[ $PROVIDER == ours ]]; then
     if [[ ${REL_BUILD:-1} == 1 ]]; then

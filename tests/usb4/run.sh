@@ -11,7 +11,7 @@ main() {
 USB4DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$USB4DIR/../.." && pwd)
 VMDIR="$REPO/tests/vm"
-for f in "$VMDIR/lib/common.sh" "$VMDIR/lib/fetch.sh" "$USB4DIR/lib/toolchain.sh" "$USB4DIR/lib/trees.sh"; do
+for f in "$VMDIR/lib/common.sh" "$VMDIR/lib/mirror.sh" "$VMDIR/lib/fetch.sh" "$USB4DIR/lib/toolchain.sh" "$USB4DIR/lib/trees.sh"; do
   # shellcheck source=/dev/null
   . "$f"
 done
@@ -73,7 +73,8 @@ usb4_build_only() {
   rm -rf "$out"
   kbuild_module "$2" "" "$out/tbloop" || return 1
   dir=$(usb4_tree_dir "$1") || return 1
-  KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" kbuild_module "$dir" kernel "$out/tree"
+  KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" KBUILD_GLUE="$(usb4_tree_glue "$1")" \
+    kbuild_module "$dir" kernel "$out/tree"
 }
 
 main "$@"

@@ -36,7 +36,8 @@ usb4_prepare() {
   rm -rf "$out"; mkdir -p "$out/tbloop" "$out/tree" "$out/ko"
   kos=$(kbuild_module "$USB4_TBLOOP_SRC" "" "$out/tbloop") || die "usb4: tbloop does not build against $KVER"
   treedir=$(usb4_tree_dir "$USB4_TREE") || exit 1
-  kos+=$'\n'$(KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" kbuild_module "$treedir" kernel "$out/tree") \
+  kos+=$'\n'$(KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" KBUILD_GLUE="$(usb4_tree_glue "$USB4_TREE")" \
+    kbuild_module "$treedir" kernel "$out/tree") \
     || die "usb4: $USB4_TREE does not build against $KVER (tests/usb4/README.md lists the kernels it builds on)"
   USB4_KO_NAMES=()
   local built=" "

@@ -5,7 +5,8 @@
 # netdev for roce_netdev, the real thunderbolt_ibverbs with a user's usual parameters,
 # and waits until both hosts' usb4_rdma devices are ACTIVE with a RoCE v2 GID. Sets DEV0
 # and DEV1 (one device of each host), GID0/GID1, NETDEV0/1, IP0/IP1, and exports
-# USB4VERBS_BACKEND_TREE and USB4VERBS_USB4_DEVS0/1 (every device of each host).
+# USB4VERBS_BACKEND_TREE, USB4VERBS_USB4_DEVS0/1 (every device of each host) and
+# USB4VERBS_USB4_RAILS (devices per host: rails per cable times cables).
 
 DIAG_RE='tbv|tbloop|thunderbolt|usb4|xdomain|rdma|infiniband|uverbs|warn|error|fail|bug|call trace'
 
@@ -55,12 +56,33 @@ modprobe thunderbolt_ibverbs $USB4_TBV_PARAMS "roce_netdev=$USB4_NETDEV" \
   || usb4_fail "modprobe thunderbolt_ibverbs $USB4_TBV_PARAMS roce_netdev=$USB4_NETDEV"
 echo "@@VM STEP usb4 module uptime=$(uptime_s)"
 
-# Negotiation, ring start and registration run in the module's work items: wait, bounded.
+# usb4_rails_per_host: how many usb4_rdma devices each host gets: one per rail, the
+# module's lanes= rails (a number, MIN-MAX: MAX, auto: 2, hellas-main:kernel/main.c
+# "Lane request") on each of tbloop's cables (its cables= parameter, 1 or 2).
+# USB4_RAILS_PER_CABLE (host env) overrides the rails per cable.
+usb4_rails_per_host() {
+  c=$(cat /sys/module/tbloop/parameters/cables 2>/dev/null)
+  case $c in 1 | 2) ;; *) c=1 ;; esac
+  r=${USB4_RAILS_PER_CABLE:-}
+  if [ -z "$r" ]; then
+    l=$(cat /sys/module/thunderbolt_ibverbs/parameters/lanes 2>/dev/null)
+    case $l in
+      *[!0-9-]* | "" | -* | *-) r=2 ;;
+      *-*) r=${l#*-} ;;
+      *) r=$l ;;
+    esac
+  fi
+  echo $((c * r))
+}
+want=$(usb4_rails_per_host)
+
+# Negotiation, ring start and registration run in the module's work items: wait, bounded,
+# until every rail of both hosts has its device.
 # The bound is in time (uptime), not in rounds: one round reads sysfs for every device
 # and may take long on a loaded TCG guest.
 deadline=$(awk -v w="$USB4_SETUP_WAIT_S" '{print int($1) + w}' /proc/uptime)
 while :; do
-  devs0="" devs1="" ok=1 why=""
+  devs0="" devs1="" n0=0 n1=0 ok=1 why=""
   for d in /sys/class/infiniband/usb4_rdma*; do
     [ -e "$d" ] || continue
     d=${d##*/}
@@ -71,13 +93,13 @@ while :; do
     if ! port_active "$d"; then ok=0; why="$d not ACTIVE"; fi
     if [ -z "$(gid_index "$d" "$USB4_IP")" ]; then ok=0; why="$d has no RoCE v2 GID for $USB4_IP"; fi
     case $h in
-      0) devs0="$devs0 $d" ;;
-      1) devs1="$devs1 $d" ;;
+      0) devs0="$devs0 $d"; n0=$((n0 + 1)) ;;
+      1) devs1="$devs1 $d"; n1=$((n1 + 1)) ;;
       *) ok=0; why="cannot tell the host of $d ($(readlink -f "/sys/class/infiniband/$d/device" 2>/dev/null))" ;;
     esac
   done
-  [ -z "$devs0" ] && { ok=0; why="no usb4_rdma device of host 0"; }
-  [ -z "$devs1" ] && { ok=0; why="no usb4_rdma device of host 1"; }
+  [ "$n0" -lt "$want" ] && { ok=0; why="host 0 has $n0 of $want usb4_rdma devices (${devs0# })"; }
+  [ "$n1" -lt "$want" ] && { ok=0; why="host 1 has $n1 of $want usb4_rdma devices (${devs1# })"; }
   [ $ok = 1 ] && break
   [ "$(cut -d. -f1 /proc/uptime)" -ge "$deadline" ] && usb4_fail "devices not up after ${USB4_SETUP_WAIT_S} s: $why"
   sleep 0.2
@@ -91,5 +113,5 @@ n=$(ls /sys/class/infiniband | wc -l)
 # One roce_netdev serves every device of both hosts (the module's parameter is global).
 NETDEV0=$USB4_NETDEV NETDEV1=$USB4_NETDEV IP0=$USB4_IP IP1=$USB4_IP
 export USB4VERBS_BACKEND_TREE="$USB4_TREE" USB4VERBS_USB4_DEVS0="${devs0# }" \
-  USB4VERBS_USB4_DEVS1="${devs1# }"
-echo "@@VM STEP usb4 devices uptime=$(uptime_s) host0=${devs0# } host1=${devs1# }"
+  USB4VERBS_USB4_DEVS1="${devs1# }" USB4VERBS_USB4_RAILS="$want"
+echo "@@VM STEP usb4 devices uptime=$(uptime_s) rails_per_host=$want host0=${devs0# } host1=${devs1# }"

@@ -70,7 +70,9 @@ usb4_prepare() {
   KMODS_PRE="crc32c_generic crc32c_intel"
   KMODS_TAG="-usb4-$(printf '%s' "$KMODS_PRE $KMODS_REQUIRED" | sha256sum | cut -c1-8)"
   USB4_TBLOOP_PARAMS=${USB4_TBLOOP_PARAMS:-}
-  USB4_TBV_PARAMS=${USB4_TBV_PARAMS:-$USB4_TBV_PARAMS_DEFAULT}
+  local treeparams
+  treeparams=$(usb4_tree_tbv_params "$USB4_TREE")
+  USB4_TBV_PARAMS=${USB4_TBV_PARAMS:-$USB4_TBV_PARAMS_DEFAULT${treeparams:+ $treeparams}}
   if [[ -z $VM_OVERLAY ]]; then
     local so=${USB4_PROVIDER_SO:-$REPO/build/libusb4_rdma.so}
     # shellcheck source=/dev/null

@@ -63,6 +63,19 @@ usb4_tree_glue() {
   esac
 }
 
+# usb4_tree_tbv_params TREE: module parameters the tree needs on the bed besides the
+# usual ones (bed.sh USB4_TBV_PARAMS_DEFAULT). pleite-gda refuses the stock
+# tb_protocol_handler, which carries no XDomain, when native negotiation or tunnels are
+# on (pleite-gda:kernel/service.c:639, "rebuild against a kernel exposing
+# tb_protocol_handler.callback_xd or set allow_source_blind_native=1"); no kernel has
+# callback_xd, so it takes its own parameter. tbloop gives each end of a cable its own
+# route, which is what the source-blind handler relies on (tbloop/README.md, Routes).
+usb4_tree_tbv_params() {
+  case $1 in
+    pleite-gda) printf '%s\n' "allow_source_blind_native=1" ;;
+  esac
+}
+
 # usb4_tree_expected_to_fail TREE: the tree is recorded (tests/usb4/README.md) as not
 # building against any kernel the archive carries; the bed says SKIP with the compiler's
 # first error instead of FAIL, and boots it the day it builds.

@@ -30,11 +30,18 @@ usb4_dump() {
 usb4_fail() { usb4_dump; setup_fail "usb4 $*"; }
 
 # usb4_host DEV: which of tbloop's hosts DEV belongs to, from its device path: the
-# module parents a device on the host's NHI (tbloop's platform device tbloop-nhi.N),
-# else the Thunderbolt domain (".../domainN/..." or a service "N-route.id"), else "?".
+# module parents a device on the host's NHI (tbloop's platform device tbloop-nhi.N on
+# 7.x; on 6.12 a borrowed PCI function, which is then the parent of the host's
+# domainN), else the Thunderbolt domain (".../domainN/..." or a service
+# "N-route.id"), else "?".
 usb4_host() {
   p=$(readlink -f "/sys/class/infiniband/$1/device" 2>/dev/null)
   h=$(echo "$p" | sed -n 's#.*/tbloop-nhi\.\([0-9][0-9]*\)$#\1#p')
+  if [ -z "$h" ] && [ -n "$p" ]; then
+    for dom in "$p"/domain[0-9]*; do
+      [ -d "$dom" ] && { h=${dom##*/domain}; break; }
+    done
+  fi
   [ -n "$h" ] || h=$(echo "$p" | sed -n 's#.*/domain\([0-9][0-9]*\)\(/.*\)\{0,1\}$#\1#p')
   [ -n "$h" ] || h=$(echo "$p" | sed -n 's#.*/\([0-9][0-9]*\)-[0-9][0-9.]*$#\1#p')
   echo "${h:-?}"

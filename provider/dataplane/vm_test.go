@@ -97,13 +97,15 @@ func usb4Tree() string { return os.Getenv("USB4VERBS_BACKEND_TREE") }
 // wantUSB4Backends is what each module tree offers (tests/usb4/README.md):
 // hellas-main has kernel commands only; hellas-gda-v2 answers DV's
 // QUERY_CAPS with caps = 0, so DV is refused and kernel commands serve;
-// pleite-gda has DV send queues with caps. "" means not asserted.
+// pleite-gda has DV send queues with caps. None offers the mapped CQ ring
+// (donnerkeule's, which does not build: tests/usb4/README.md), so CQs poll
+// through kernel commands. "" means not asserted.
 func wantUSB4Backends(tree string) (cq, send string) {
 	switch tree {
 	case "hellas-main", "hellas-gda-v2":
 		return dataplane.BackendKCmd, dataplane.BackendKCmd
 	case "pleite-gda":
-		return "", dataplane.BackendDV
+		return dataplane.BackendKCmd, dataplane.BackendDV
 	}
 	return "", ""
 }

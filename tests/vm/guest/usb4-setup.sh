@@ -65,11 +65,20 @@ echo "@@VM STEP usb4 module uptime=$(uptime_s)"
 
 # usb4_rails_per_host: how many usb4_rdma devices each host gets: one per rail, the
 # module's lanes= rails (a number, MIN-MAX: MAX, auto: 2, hellas-main:kernel/main.c
-# "Lane request") on each of tbloop's cables (its cables= parameter, 1 or 2).
-# USB4_RAILS_PER_CABLE (host env) overrides the rails per cable.
+# "Lane request") on each of tbloop's cables (its cables= parameter, 1 or 2) that the
+# module takes. On a kernel whose tb_protocol_handler has no XDomain (all of them) the
+# module's native control is source-blind and it keeps one cable per remote host,
+# refusing the other's services with -EBUSY (hellas-main:kernel/peer.c, "limiting remote
+# host to peer"); its debugfs summary then says "native_same_peer_multicable: limited"
+# (hellas-main:kernel/debugfs.c). USB4_RAILS_PER_CABLE (host env) overrides the rails
+# per cable.
 usb4_rails_per_host() {
   c=$(cat /sys/module/tbloop/parameters/cables 2>/dev/null)
   case $c in 1 | 2) ;; *) c=1 ;; esac
+  if grep -qs '^native_same_peer_multicable: limited' /sys/kernel/debug/thunderbolt_ibverbs/summary; then
+    [ "$c" -gt 1 ] && echo "@@VM STEP usb4 $c cables, the module takes one per host (native_same_peer_multicable: limited)" >&2
+    c=1
+  fi
   r=${USB4_RAILS_PER_CABLE:-}
   if [ -z "$r" ]; then
     l=$(cat /sys/module/thunderbolt_ibverbs/parameters/lanes 2>/dev/null)

@@ -15,13 +15,13 @@ VM_TEST_PKGS := ./tests/vm/selftest ./rdmanl ./provider ./provider/dataplane ./c
 .PHONY: all build deps lint unittest vmtest test demo bench bench-docs docs package clean
 all: build
 
-# The provider users install, and the diagnostics CLI. Go's build cache makes
+# The provider users install (the C front library libusb4_rdma.so and the Go part
+# libusb4_rdma-go.so beside it), and the diagnostics CLI. Go's build cache makes
 # re-running these cheap, so they are always invoked.
 build:
 	@mkdir -p $(BUILD)
 	go build ./...
-	go build -buildmode=c-shared -o $(BUILD)/libusb4_rdma.so ./cshim
-	@rm -f $(BUILD)/libusb4_rdma.h
+	scripts/build-provider.sh $(BUILD)
 	go build -o $(BUILD)/ibvinfo ./cmd/ibvinfo
 
 deps:

@@ -65,7 +65,7 @@ static void usb4_free_context(void *ibv_ctx)
 	// In a fork() child the Go side is unreachable: release only our C
 	// memory and libibverbs' part (the fds are the child's copies).
 	if (uc->go_handle && !usb4_in_fork_child("close_device"))
-		usb4goCloseContext(uc->go_handle);
+		usb4_go()->CloseContext(uc->go_handle);
 	for (struct usb4_shell *s = uc->quarantine_head, *next; s; s = next) {
 		next = s->next;
 		usb4_shell_free(s);
@@ -131,6 +131,14 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 		errno = ENOSYS;
 		return NULL;
 	}
+	// The first open of a device of ours is where the Go part starts.
+	int err = usb4_go_load(name);
+	if (err) {
+		if (cmd_fd >= 0)
+			close(cmd_fd);
+		errno = err;
+		return NULL;
+	}
 	void *vctx = abi->init_and_alloc_context(ibdev, cmd_fd, ctx_alloc_size(), NULL, driver_id);
 	if (!vctx) {
 		if (!errno)
@@ -148,7 +156,7 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 		errno = EPROTO;
 		return NULL;
 	}
-	int err = usb4goOpenContext((char *)name, cmd_fd, (int)kind, driver_id, usb4_device_node_guid(ibdev), &info);
+	err = usb4_go()->OpenContext((char *)name, cmd_fd, (int)kind, driver_id, usb4_device_node_guid(ibdev), &info);
 	if (err) {
 		fprintf(stderr, USB4_LOG_PREFIX "%s: open context: %s\n", name, strerror(err));
 		abi->uninit_context(vctx); // closes cmd_fd and any async fd

@@ -26,9 +26,12 @@
 static atomic_bool forked;
 static atomic_bool fork_logged;
 
+// A child of a process that never began loading the Go part has no Go
+// runtime to be broken: it may load its own (golib.c), so it is not marked.
 static void on_fork_child(void)
 {
-	atomic_store(&forked, true);
+	if (usb4_go_started())
+		atomic_store(&forked, true);
 }
 
 void usb4_fork_guard_install(void)
@@ -52,7 +55,7 @@ enum { PREWARM_THREADS = 2 };
 static void *warm(void *arg)
 {
 	(void)arg;
-	usb4goWarm();
+	usb4_go()->Warm();
 	return NULL;
 }
 

@@ -1,4 +1,4 @@
-package main
+package cshim
 
 // #include "shim.h"
 import "C"

@@ -12,6 +12,10 @@
 
 static struct usb4_abi the_abi;
 
+// Marks this file as usb4verbs' front library: `ibvinfo doctor`
+// (internal/sysinfo) finds the section and checks for the Go part beside it.
+__attribute__((section(".usb4verbs"), used)) static const char front_marker[] = "usb4verbs front library";
+
 const struct usb4_abi *usb4_abi_get(void)
 {
 	return &the_abi;
@@ -55,14 +59,16 @@ __attribute__((constructor)) static void usb4_register(void)
 		fprintf(stderr, USB4_LOG_PREFIX "unsupported libibverbs (%s): not registering\n", why);
 		return;
 	}
-	abi.claim_rxe = usb4_settings_claim_rxe();
+	struct usb4_settings settings = usb4_settings_read();
+	abi.claim_rxe = settings.claim_rxe;
+	abi.force_kernel_commands = settings.force_kernel_commands;
 	const char *debug = secure_getenv("USB4VERBS_DEBUG");
 	if (debug && debug[0] == '1')
 		fprintf(stderr,
 			USB4_LOG_PREFIX "libibverbs PABI %u layout %s (%u ops) verbs_context %zu "
-					"ibv_port_attr %zu verbs_qp.comp_mask@%zu claim_rxe %d\n",
+					"ibv_port_attr %zu verbs_qp.comp_mask@%zu claim_rxe %d force_kernel_commands %d\n",
 			abi.pabi, abi.layout, abi.ops_slots, abi.vctx_size, abi.port_attr_size,
-			abi.qp_comp_mask_off, abi.claim_rxe);
+			abi.qp_comp_mask_off, abi.claim_rxe, abi.force_kernel_commands);
 	abi.registered = true;
 	the_abi = abi;
 	usb4_fork_guard_install();

@@ -1,10 +1,21 @@
-// The one user setting the shim reads: whether to claim Soft-RoCE (rxe)
-// devices. Off by default so a system's stock librxe keeps them
-// (DESIGN.md decision 6).
+// The user settings the shim reads, each from the environment first, else
+// from the config file:
 //
-//   USB4VERBS_CLAIM_RXE=1|0      wins when set (yes/true/on also mean 1)
+//   claim_rxe: claim Soft-RoCE (rxe) devices. Off by default so a system's
+//   stock librxe keeps them (DESIGN.md decision 6).
+//     USB4VERBS_CLAIM_RXE=1|0        wins when set (yes/true/on also mean 1)
+//     file line "claim_rxe yes"      (or no, 1, 0, ...)
+//   force_kernel_commands: usb4 devices poll and post through kernel
+//   commands only: no mapped CQ ring, no DV send queue (what donnerkeule's
+//   provider does for TBV_CQ_FORCE_IOCTL:
+//   donnerkeule-partial:370cd95/userspace/usb4_rdma/usb4_rdma.c). Off by
+//   default.
+//     USB4VERBS_FORCE_KERNEL_COMMANDS=1|0  wins when set
+//     TBV_CQ_FORCE_IOCTL set (any value)   also forces, as it does there
+//     file line "force_kernel_commands yes"
+//
 //   USB4VERBS_CONF=<path>        config file to read instead of the default
-//   /etc/usb4verbs/usb4_rdma.conf  line "claim_rxe yes" (or no, 1, 0, ...)
+//   /etc/usb4verbs/usb4_rdma.conf
 //
 // The environment is read with secure_getenv, so setuid programs ignore it,
 // as libibverbs ignores RDMAV_DRIVERS there. The file lives outside
@@ -34,11 +45,10 @@ static int parse_bool(const char *v)
 	return -1;
 }
 
-int usb4_settings_read_claim_rxe(const char *path)
+int usb4_settings_read_file(const char *path, struct usb4_settings *out)
 {
 	FILE *f = fopen(path, "re");
 	char line[256];
-	int claim = 0;
 
 	if (!f)
 		return -1;
@@ -48,31 +58,53 @@ int usb4_settings_read_claim_rxe(const char *path)
 		if (!key || key[0] == '#')
 			continue;
 		char *val = strtok_r(NULL, " \t\r\n=", &save);
-		if (strcmp(key, "claim_rxe") != 0 || !val) {
+		bool *dst = NULL;
+		if (strcmp(key, "claim_rxe") == 0)
+			dst = &out->claim_rxe;
+		else if (strcmp(key, "force_kernel_commands") == 0)
+			dst = &out->force_kernel_commands;
+		if (!dst || !val) {
 			fprintf(stderr, USB4_LOG_PREFIX "%s: ignoring unknown line starting '%s'\n", path, key);
 			continue;
 		}
 		int b = parse_bool(val);
 		if (b < 0)
-			fprintf(stderr, USB4_LOG_PREFIX "%s: claim_rxe: '%s' is not yes or no\n", path, val);
+			fprintf(stderr, USB4_LOG_PREFIX "%s: %s: '%s' is not yes or no\n", path, key, val);
 		else
-			claim = b;
+			*dst = b;
 	}
 	fclose(f);
-	return claim;
+	return 0;
 }
 
-bool usb4_settings_claim_rxe(void)
+// env_bool returns the variable's 0/1, or -1 when unset or unparsable (one
+// line then).
+static int env_bool(const char *name)
 {
-	const char *env = secure_getenv("USB4VERBS_CLAIM_RXE");
-	if (env && env[0]) {
-		int b = parse_bool(env);
-		if (b >= 0)
-			return b;
-		fprintf(stderr, USB4_LOG_PREFIX "USB4VERBS_CLAIM_RXE='%s' is not 1 or 0; ignoring it\n", env);
-	}
+	const char *env = secure_getenv(name);
+	if (!env || !env[0])
+		return -1;
+	int b = parse_bool(env);
+	if (b < 0)
+		fprintf(stderr, USB4_LOG_PREFIX "%s='%s' is not 1 or 0; ignoring it\n", name, env);
+	return b;
+}
+
+struct usb4_settings usb4_settings_read(void)
+{
+	struct usb4_settings s = {0};
 	const char *path = secure_getenv("USB4VERBS_CONF");
 	if (!path || !path[0])
 		path = USB4_DEFAULT_CONF;
-	return usb4_settings_read_claim_rxe(path) == 1;
+	(void)usb4_settings_read_file(path, &s); // a missing file leaves the defaults
+	int b = env_bool("USB4VERBS_CLAIM_RXE");
+	if (b >= 0)
+		s.claim_rxe = b;
+	const char *tbv = secure_getenv("TBV_CQ_FORCE_IOCTL");
+	if (tbv)
+		s.force_kernel_commands = true;
+	b = env_bool("USB4VERBS_FORCE_KERNEL_COMMANDS");
+	if (b >= 0)
+		s.force_kernel_commands = b;
+	return s;
 }

@@ -100,6 +100,7 @@ struct usb4_abi {
 	size_t qp_comp_mask_off; // offsetof(struct verbs_qp, comp_mask); 0 = unknown
 	size_t sysfs_abi_ver_off;
 	bool claim_rxe; // rxe opt-in (settings.c)
+	bool force_kernel_commands; // usb4: no CQ ring, no DV (settings.c)
 
 	void *(*init_and_alloc_context)(void *ibdev, int cmd_fd, size_t alloc_size,
 					void *context_offset, uint32_t driver_id);
@@ -123,11 +124,16 @@ bool usb4_probe(void *lib, struct usb4_abi *abi, char *why, size_t why_len);
 // verbs_set_ops on scratch buffers; 0 if the result is not recognisable.
 unsigned usb4_probe_ops_slots(void (*set_ops)(void *vctx, const void *ops));
 
-// settings.c: whether rxe devices are claimed (USB4VERBS_CLAIM_RXE, else the
-// config file USB4VERBS_CONF or /etc/usb4verbs/usb4_rdma.conf).
-bool usb4_settings_claim_rxe(void);
-// Parses one config file; returns -1 if unreadable, else 0/1 for claim_rxe.
-int usb4_settings_read_claim_rxe(const char *path);
+// settings.c: the user settings, from the environment, else the config
+// file USB4VERBS_CONF or /etc/usb4verbs/usb4_rdma.conf.
+struct usb4_settings {
+	bool claim_rxe;             // claim rxe devices
+	bool force_kernel_commands; // usb4: kernel-command polling, no DV
+};
+struct usb4_settings usb4_settings_read(void);
+// Parses one config file into *s (keys it does not set stay); -1 if
+// unreadable, else 0.
+int usb4_settings_read_file(const char *path, struct usb4_settings *s);
 
 // match.c: device classification (DESIGN.md decision 6).
 enum usb4_kind {
@@ -377,7 +383,19 @@ struct usb4_open_info {
 	uint64_t core_support; // UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT
 };
 
-// Implemented in Go (control.go, //export). Return 0 or a positive errno.
+// Implemented in the Go part (gopart/*.go, //export), which the front
+// library loads only when it opens a context (golib.c) and reaches through
+// struct usb4_go_api, never by link. Return 0 or a positive errno.
+//
+// Bump USB4_GO_API_VERSION whenever an entry below or a struct it takes
+// changes: a front and a Go part from different builds then refuse each
+// other (usb4goStart) instead of misreading arguments.
+#define USB4_GO_API_VERSION 1
+// What the Go part takes over from the front at start (settings.c).
+struct usb4_go_config {
+	bool force_kernel_commands;
+};
+int usb4goStart(uint32_t api_version, struct usb4_go_config *cfg);
 // Creates the kernel ucontext on libibverbs' cmd_fd, which stays libibverbs',
 // for the device as libibverbs and match.c identified it (kind, kernel
 // driver id for the ioctl headers, node GUID or 0).
@@ -407,6 +425,57 @@ int usb4goCreateAH(uintptr_t pd, struct usb4_ibv_ah_attr *attr, struct usb4_obj_
 int usb4goDestroyAH(uintptr_t ah);
 // A no-op: a thread that calls it has a Go M bound afterwards (fork.c).
 void usb4goWarm(void);
+
+// Every Go entry point as (member of struct usb4_go_api, exported name).
+#define USB4_GO_ENTRIES(X)                                                                                   \
+	X(Start, usb4goStart)                                                                                \
+	X(OpenContext, usb4goOpenContext)                                                                    \
+	X(CloseContext, usb4goCloseContext)                                                                  \
+	X(QueryDevice, usb4goQueryDevice)                                                                    \
+	X(QueryPort, usb4goQueryPort)                                                                        \
+	X(AllocPD, usb4goAllocPD)                                                                            \
+	X(DeallocPD, usb4goDeallocPD)                                                                        \
+	X(RegMR, usb4goRegMR)                                                                                \
+	X(DeregMR, usb4goDeregMR)                                                                            \
+	X(CreateCQ, usb4goCreateCQ)                                                                          \
+	X(DestroyCQ, usb4goDestroyCQ)                                                                        \
+	X(CreateQP, usb4goCreateQP)                                                                          \
+	X(ModifyQP, usb4goModifyQP)                                                                          \
+	X(QueryQP, usb4goQueryQP)                                                                            \
+	X(DestroyQP, usb4goDestroyQP)                                                                        \
+	X(CreateSRQ, usb4goCreateSRQ)                                                                        \
+	X(ModifySRQ, usb4goModifySRQ)                                                                        \
+	X(QuerySRQ, usb4goQuerySRQ)                                                                          \
+	X(DestroySRQ, usb4goDestroySRQ)                                                                      \
+	X(CreateAH, usb4goCreateAH)                                                                          \
+	X(DestroyAH, usb4goDestroyAH)                                                                        \
+	X(Warm, usb4goWarm)
+
+// The Go part's entry points, resolved with dlsym (golib.c); each member has
+// the type of the prototype above, so a call through it is checked as a
+// direct call would be.
+#define USB4_GO_MEMBER(member, name) __typeof__(&name) member;
+struct usb4_go_api {
+	USB4_GO_ENTRIES(USB4_GO_MEMBER)
+};
+
+// golib.c: the Go part, libusb4_rdma-go.so in the directory of the front
+// library's own file (symlinks resolved).
+#define USB4_GO_PART_NAME "libusb4_rdma-go.so"
+// Loads and starts the Go part once per process (thread-safe). Returns 0, or
+// an errno after writing one line naming the cause and the fix (on every
+// call that fails, so each failed open has its line). dev names the device
+// being opened, for that line.
+int usb4_go_load(const char *dev);
+// usb4_host_runs_go (gohost.c): true, with the sign found written to why,
+// when the process already runs a Go runtime; the Go part is then refused.
+bool usb4_host_runs_go(char *why, size_t len);
+// The Go part's entry points; only valid after usb4_go_load returned 0
+// (every op of a context of ours runs after its alloc_context did).
+const struct usb4_go_api *usb4_go(void);
+// True once this process has begun loading the Go part: from then on a
+// fork() child must not enter Go (fork.c).
+bool usb4_go_started(void);
 
 // fork.c: fork() child detection and thread pre-warming.
 void usb4_fork_guard_install(void);

@@ -1,4 +1,4 @@
-package main
+package cshim
 
 import (
 	"bytes"
@@ -120,7 +120,8 @@ func runInNamespace(t *testing.T, env []string, ndev int, args ...string) result
 type hostEnv struct {
 	dir     string
 	listdev string // listdev linked against the host's libibverbs
-	shim    string // RDMAV_DRIVERS entry for the Go-built .so
+	shim    string // RDMAV_DRIVERS entry for the front library
+	build   string // the directory scripts/build-provider.sh built both files in
 	skip    string
 }
 
@@ -169,16 +170,17 @@ func setupHost(t *testing.T) *hostEnv {
 			host.skip = "host libibverbs.so.1 not usable (apt-get install libibverbs1): " + err.Error()
 			return
 		}
-		so := filepath.Join(dir, "libusb4_rdma.so")
-		gobin, err := exec.LookPath("go")
-		if err != nil {
+		if _, err := exec.LookPath("go"); err != nil {
 			host.skip = "go not in PATH"
 			return
 		}
-		if out, err := exec.Command(gobin, "build", "-buildmode=c-shared", "-o", so, ".").CombinedOutput(); err != nil {
-			host.skip = fmt.Sprintf("FAIL build shim: %v\n%s", err, out)
+		// Both files, as `make build` makes them: the front and the Go part.
+		host.build = filepath.Join(dir, "build")
+		if out, err := exec.Command("../scripts/build-provider.sh", host.build).CombinedOutput(); err != nil {
+			host.skip = fmt.Sprintf("FAIL build provider: %v\n%s", err, out)
 			return
 		}
+		so := filepath.Join(host.build, "libusb4_rdma.so")
 		if host.shim, err = installAs(so, dir, "usb4_rdma"); err != nil {
 			host.skip = err.Error()
 		}
@@ -313,6 +315,39 @@ func TestHostRxeOptIn(t *testing.T) {
 			l, r := listDevices(t, h, h.shim, h.listdev, tc.env)
 			if got := l.claimed(); !equalStrings(got, tc.want) {
 				t.Errorf("claimed %v, want %v\nstderr:\n%s", got, tc.want, r.stderr)
+			}
+		})
+	}
+}
+
+// force_kernel_commands (usb4: no mapped CQ ring, no DV) from the
+// environment, donnerkeule's TBV_CQ_FORCE_IOCTL, or the config file, as the
+// probe line reports it; cshim/objects.go consults it before TryMappedRing
+// and TryDV.
+func TestHostForceKernelCommands(t *testing.T) {
+	h := setupHost(t)
+	conf := func(body string) string {
+		p := filepath.Join(t.TempDir(), "usb4_rdma.conf")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"default", nil, "force_kernel_commands 0"},
+		{"env", []string{"USB4VERBS_FORCE_KERNEL_COMMANDS=1"}, "force_kernel_commands 1"},
+		{"donnerkeule's variable", []string{"TBV_CQ_FORCE_IOCTL=1"}, "force_kernel_commands 1"},
+		{"config file", []string{"USB4VERBS_CONF=" + conf("force_kernel_commands yes\nclaim_rxe no\n")}, "claim_rxe 0 force_kernel_commands 1"},
+		{"env beats config", []string{"USB4VERBS_CONF=" + conf("force_kernel_commands = yes\n"), "USB4VERBS_FORCE_KERNEL_COMMANDS=0"}, "force_kernel_commands 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, r := listDevices(t, h, h.shim, h.listdev, append([]string{"USB4VERBS_DEBUG=1"}, tc.env...))
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("probe line lacks %q; stderr:\n%s", tc.want, r.stderr)
 			}
 		})
 	}
@@ -462,7 +497,7 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 		"create_cq_vector-1 EINVAL",
 		"child_alloc_pd ENOSYS",
 		"child_create_cq ENOSYS",
-		"child_open_device ENOSYS", // issue 12 item 8: pinned until the Go part loads on demand
+		"child_open_device ENOSYS", // the parent had loaded the Go part (issue 13 item 5)
 		"child exit 0",
 		"dealloc_pd 0",
 		"close 0",
@@ -472,6 +507,18 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 	}
 	if n := strings.Count(r.stderr, "in a fork() child"); n != 1 {
 		t.Errorf("%d fork-child log lines, want 1:\n%s", n, r.stderr)
+	}
+
+	// A prefork server: the parent only listed the devices, so its child
+	// may open one of ours and use it, and the parent still can afterwards.
+	_, r = listDevices(t, h, shim, prog, env, "usb4_rdma7", "prefork")
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("prefork: sanitizer report:\n%s", r.stderr)
+	}
+	want = []string{"child_open ok", "child_alloc_pd ok", "child_dealloc_pd 0", "child_close 0", "child exit 0",
+		"open ok", "close 0"}
+	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
+		t.Errorf("prefork: got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
 	}
 }
 
@@ -684,6 +731,7 @@ func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
 	}
 	// The data-path engine the ops table points at (provider/dataplane,
 	// without its benchmark helper), built as its cgo package builds it.
+	var engineObjs []string
 	engine, err := filepath.Glob("../provider/dataplane/*.c")
 	if err != nil || len(engine) == 0 {
 		t.Fatalf("no engine C files: %v", err)
@@ -696,15 +744,21 @@ func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
 		if err := gcc(append(asanFlags, "-std=gnu11", "-fPIC", "-I../uapi/c", "-c", "-o", obj, f)...); err != nil {
 			t.Fatal(err)
 		}
-		cfiles = append(cfiles, obj)
+		engineObjs = append(engineObjs, obj)
 	}
+	cfiles = append(cfiles, engineObjs...)
+	// The front, with its own copy of the engine, as scripts/build-provider.sh
+	// links it; and beside it the stand-in for the Go part, which creates
+	// engine objects with a second copy, as the real Go part does.
 	so = filepath.Join(dir, "libusb4_asan.so")
 	args := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o", so}, asanFlags...),
-		append(cfiles, "testdata/gostub.c", "-ldl", "-lpthread")...)
+		append(cfiles, "-ldl", "-lpthread")...)
 	if err := gcc(args...); err != nil {
 		t.Fatal(err)
 	}
-	if err := gcc(args...); err != nil {
+	stub := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o",
+		filepath.Join(dir, "libusb4_rdma-go.so")}, asanFlags...), append(engineObjs, "testdata/gostub.c", "-lpthread")...)
+	if err := gcc(stub...); err != nil {
 		t.Fatal(err)
 	}
 	return so, asanFlags
@@ -719,4 +773,259 @@ func lsanSupp(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return supp
+}
+
+var footprintLine = regexp.MustCompile(`(?m)^footprint (\w+) threads (-?\d+) go_part_mapped (-?\d+)$`)
+
+// TestGoPartLoadedOnlyByAnOpen (issue 13): libibverbs loads the front library
+// and it claims our devices, but until one of them is opened the process has
+// one thread and no Go part mapped. The first open loads it (the open itself
+// then fails: no RDMA kernel here), and the Go runtime's threads appear.
+func TestGoPartLoadedOnlyByAnOpen(t *testing.T) {
+	h := setupHost(t)
+	l, r := listDevices(t, h, h.shim, h.listdev, nil, "footprint")
+	if got := l.claimed(); !equalStrings(got, usb4Claimed) {
+		t.Fatalf("claimed %v, want %v\nstderr:\n%s", got, usb4Claimed, r.stderr)
+	}
+	fp := map[string][2]int{}
+	for _, m := range footprintLine.FindAllStringSubmatch(r.stdout, -1) {
+		threads, _ := strconv.Atoi(m[2])
+		mapped, _ := strconv.Atoi(m[3])
+		fp[m[1]] = [2]int{threads, mapped}
+	}
+	if got, ok := fp["listed"]; !ok || got != [2]int{1, 0} {
+		t.Errorf("after listing: threads, go_part_mapped = %v, want [1 0] (no Go runtime)\nstdout:\n%s", got, r.stdout)
+	}
+	if got, ok := fp["opened"]; !ok || got[1] != 1 || got[0] < 2 {
+		t.Errorf("after opening: threads, go_part_mapped = %v, want the Go part mapped and its threads\nstdout:\n%s", got, r.stdout)
+	}
+	if c := strings.Count(r.stderr, "Go part"); c != 0 {
+		t.Errorf("the Go part loaded with complaints:\n%s", r.stderr)
+	}
+}
+
+// TestGoPartLoadFailures (issue 13 item 2): when the Go part cannot be
+// loaded, every open of our devices fails with an errno and exactly one line
+// naming the cause and the fix, and the process carries on.
+func TestGoPartLoadFailures(t *testing.T) {
+	h := setupHost(t)
+	front, err := os.ReadFile(filepath.Join(h.build, "libusb4_rdma.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		gopart  []byte // nil: no file
+		errno   string
+		message string
+	}{
+		{"missing", nil, "ENOENT", "libusb4_rdma-go.so is missing (No such file or directory); reinstall usb4verbs"},
+		{"not a library", []byte("not an ELF file\n"), "ELIBACC", "libusb4_rdma-go.so: file too short; reinstall usb4verbs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A copy, not a link: the front looks beside its own file.
+			dir := t.TempDir()
+			so := filepath.Join(dir, "libusb4_rdma.so")
+			if err := os.WriteFile(so, front, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tc.gopart != nil {
+				if err := os.WriteFile(filepath.Join(dir, "libusb4_rdma-go.so"), tc.gopart, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			shim, err := installAs(so, dir, "usb4_rdma")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, r := listDevices(t, h, shim, h.listdev, nil, "footprint")
+			for _, n := range usb4Claimed {
+				if l.open[n] != "errno "+tc.errno {
+					t.Errorf("open %s: %q, want errno %s", n, l.open[n], tc.errno)
+				}
+				line := "libusb4_rdma: " + n + ": cannot open: Go part: "
+				if c := strings.Count(r.stderr, line); c != 1 {
+					t.Errorf("%d lines %q, want 1; stderr:\n%s", c, line, r.stderr)
+				}
+			}
+			if c := strings.Count(r.stderr, tc.message); c != len(usb4Claimed) {
+				t.Errorf("%d lines name the cause %q, want one per open; stderr:\n%s", c, tc.message, r.stderr)
+			}
+			if c := strings.Count(r.stderr, "\n"); c != len(usb4Claimed)+1 { // + the ABI 7 warning
+				t.Errorf("%d stderr lines, want one per open and the ABI warning:\n%s", c, r.stderr)
+			}
+		})
+	}
+}
+
+// TestGoHostRefused (issue 13 item 3): a Go program that uses libibverbs
+// through cgo already runs a Go runtime, so the first open of one of our
+// devices is refused with EOPNOTSUPP and one line per open saying why and
+// what to use instead (the provider package), and the Go part is never
+// loaded; the program still lists every device, and the devices of other
+// providers are none of our business. Built twice: as `go build` makes it
+// (found by its Go build-ID note) and with an empty build ID (no note: found
+// by the cgo symbols it exports).
+func TestGoHostRefused(t *testing.T) {
+	h := setupHost(t)
+	for _, tc := range []struct {
+		name, ldflags, sign string
+	}{
+		{"go build", "", "the program has a Go build ID"},
+		{"empty build ID", "-buildid=", "the process exports Go's _cgo_topofstack"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prog := filepath.Join(t.TempDir(), "golistdev")
+			cmd := exec.Command("go", "build", "-ldflags="+tc.ldflags, "-o", prog, "./testdata/golistdev")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("go build golistdev: %v\n%s", err, out)
+			}
+			l, r := listDevices(t, h, h.shim, prog, nil)
+			// The same list as a C program gets, and the stock providers'
+			// opens (librxe's, when installed) are not refused.
+			if cl, _ := listDevices(t, h, h.shim, h.listdev, nil, "open"); fmt.Sprint(cl.provider) != fmt.Sprint(l.provider) {
+				t.Errorf("listed %v, a C program lists %v", l.provider, cl.provider)
+			} else if cl.open["rxe0"] != l.open["rxe0"] {
+				t.Errorf("open rxe0 (not ours): %q, a C program gets %q", l.open["rxe0"], cl.open["rxe0"])
+			}
+			if got := l.claimed(); !equalStrings(got, usb4Claimed) {
+				t.Errorf("claimed %v, want %v\nstderr:\n%s", got, usb4Claimed, r.stderr)
+			}
+			refusal := "cannot open: Go part: refused: this process already runs a Go runtime (" + tc.sign +
+				"), and a second one in the same process is not supported; Go programs use the usb4verbs provider package directly\n"
+			for _, n := range usb4Claimed {
+				if l.open[n] != "errno EOPNOTSUPP" {
+					t.Errorf("open %s: %q, want errno EOPNOTSUPP", n, l.open[n])
+				}
+				if c := strings.Count(r.stderr, "libusb4_rdma: "+n+": "+refusal); c != 1 {
+					t.Errorf("%d refusal lines for %s, want 1; stderr:\n%s", c, n, r.stderr)
+				}
+			}
+			if c := strings.Count(r.stderr, "libusb4_rdma: "); c != len(usb4Claimed)+1 { // + the ABI 7 warning
+				t.Errorf("%d lines from us, want one per open of ours and the ABI warning:\n%s", c, r.stderr)
+			}
+			if !strings.Contains(r.stdout, "go_part_mapped 0\n") {
+				t.Errorf("the Go part was mapped into a Go program:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestGoPanicContained (issue 13 item 4): a panic in a Go export does not
+// unwind into C. With the Go part built with -tags usb4panictest and
+// USB4VERBS_TEST_PANIC naming open_context, the first open panics inside
+// usb4goOpenContext: C gets EIO (ENOMEM for a panic with an ENOMEM error),
+// one line says so, and the process carries on: the other opens fail as
+// they always do on this host, and the program exits normally.
+func TestGoPanicContained(t *testing.T) {
+	h := setupHost(t)
+	dir := t.TempDir()
+	build := filepath.Join(dir, "build")
+	if out, err := exec.Command("../scripts/build-provider.sh", build, "-tags", "usb4panictest").CombinedOutput(); err != nil {
+		t.Fatalf("build provider with the panic hook: %v\n%s", err, out)
+	}
+	shim, err := installAs(filepath.Join(build, "libusb4_rdma.so"), dir, "usb4_rdma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, normal := listDevices(t, h, h.shim, h.listdev, nil, "open")
+	for _, tc := range []struct{ hook, errno string }{
+		{"open_context", "EIO"},
+		{"open_context:enomem", "ENOMEM"},
+	} {
+		t.Run(tc.hook, func(t *testing.T) {
+			l, r := listDevices(t, h, shim, h.listdev, []string{"USB4VERBS_TEST_PANIC=" + tc.hook}, "footprint")
+			// listdev opens in list order; the first of ours gets the panic.
+			first := deviceLine.FindAllStringSubmatch(r.stdout, -1)[0][1]
+			if l.provider[first] != "usb4_rdma" {
+				t.Fatalf("the first device, %s, is not ours:\n%s", first, r.stdout)
+			}
+			if l.open[first] != "errno "+tc.errno {
+				t.Errorf("open %s: %q, want errno %s\nstdout:\n%s", first, l.open[first], tc.errno, r.stdout)
+			}
+			line := "libusb4_rdma: open_context: internal error (Go panic: "
+			if c := strings.Count(r.stderr, line); c != 1 {
+				t.Errorf("%d panic lines, want 1; stderr:\n%s", c, r.stderr)
+			}
+			if !strings.Contains(r.stderr, "); returning "+tc.errno+", the process carries on\n") {
+				t.Errorf("the panic line does not name %s; stderr:\n%s", tc.errno, r.stderr)
+			}
+			for _, n := range usb4Claimed {
+				if n != first && l.open[n] != parseListing(normal.stdout).open[n] {
+					t.Errorf("open %s after the panic: %q, without the hook %q", n, l.open[n], parseListing(normal.stdout).open[n])
+				}
+			}
+			if !strings.Contains(r.stdout, "footprint opened threads ") {
+				t.Errorf("the process did not get to its end:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+// TestSignalsAfterGoPartLoad (issue 13 item 6): what loading the Go part
+// does to a C application's signal dispositions (logged: cshim/README.md
+// lists them), and that the dispositions an application set survive it:
+// SIG_IGN for SIGPIPE in the process and across exec, its own SIGSEGV
+// handler installed after the load (as JVMs and Python's faulthandler do),
+// and its SIGURG handler.
+func TestSignalsAfterGoPartLoad(t *testing.T) {
+	h := setupHost(t)
+	prog := filepath.Join(h.dir, "signals")
+	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl"); err != nil {
+		t.Fatal(err)
+	}
+	sigrun := func(t *testing.T, mode string) string {
+		t.Helper()
+		_, r := listDevices(t, h, h.shim, prog, nil, mode)
+		t.Logf("signals %s:\n%s", mode, r.stdout)
+		return r.stdout
+	}
+	t.Run("dispositions", func(t *testing.T) {
+		out := sigrun(t, "dispositions")
+		// Go's runtime in a c-shared library handles the synchronous
+		// signals itself (it forwards faults outside Go code to the
+		// handler it found); everything else stays the application's.
+		for _, sig := range []string{"SIGSEGV", "SIGBUS", "SIGFPE"} {
+			if !strings.Contains(out, "disp "+sig+" before dfl after handler libusb4_rdma-go.so\n") {
+				t.Errorf("%s: not Go's handler after the load", sig)
+			}
+		}
+		// SIGPIPE and SIGURG the application left at SIG_DFL: Go's
+		// (golib.c puts back only what the application set).
+		for _, sig := range []string{"SIGPIPE", "SIGURG"} {
+			if !strings.Contains(out, "disp "+sig+" before dfl after handler libusb4_rdma-go.so\n") {
+				t.Errorf("%s: not Go's handler after the load", sig)
+			}
+		}
+		for _, sig := range []string{"SIGINT", "SIGHUP", "SIGTERM", "SIGCHLD", "SIGPROF"} {
+			if !strings.Contains(out, "disp "+sig+" before dfl after dfl\n") {
+				t.Errorf("%s changed by the load", sig)
+			}
+		}
+	})
+	t.Run("SIGPIPE ignored across exec", func(t *testing.T) {
+		out := sigrun(t, "pipe-exec")
+		for _, want := range []string{"child before SIGPIPE ign\n", "parent after SIGPIPE ign\n", "child after SIGPIPE ign\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no %q", want)
+			}
+		}
+	})
+	t.Run("own SIGSEGV handler after load", func(t *testing.T) {
+		out := sigrun(t, "segv-after")
+		if !strings.Contains(out, "segv handled\n") {
+			t.Errorf("the application's SIGSEGV handler did not get its own fault")
+		}
+		for _, n := range usb4Claimed {
+			if !strings.Contains(out, "open "+n+" after own handler: ") {
+				t.Errorf("no provider call for %s after the handler", n)
+			}
+		}
+	})
+	t.Run("SIGURG handler", func(t *testing.T) {
+		out := sigrun(t, "urg")
+		if !strings.Contains(out, "urg before 1\n") || !strings.Contains(out, "urg after 2 disposition handler signals\n") {
+			t.Errorf("the application's SIGURG handler did not run after the load")
+		}
+	})
 }

@@ -72,7 +72,7 @@ static int usb4_query_device_ex(void *ibv_ctx, const void *input, void *attr, si
 	if (usb4_in_fork_child("query_device"))
 		return usb4_errno(ENOSYS);
 	memset(&a, 0, sizeof(a));
-	int err = usb4goQueryDevice(usb4_ctx_handle(ibv_ctx), &a, &cap_ex);
+	int err = usb4_go()->QueryDevice(usb4_ctx_handle(ibv_ctx), &a, &cap_ex);
 	if (err)
 		return usb4_errno(err);
 	memset(attr, 0, attr_size);
@@ -96,7 +96,7 @@ static int usb4_query_port(void *ibv_ctx, uint8_t port, void *attr)
 	if (usb4_in_fork_child("query_port"))
 		return usb4_errno(ENOSYS);
 	memset(&a, 0, sizeof(a));
-	int err = usb4goQueryPort(usb4_ctx_handle(ibv_ctx), port, &a);
+	int err = usb4_go()->QueryPort(usb4_ctx_handle(ibv_ctx), port, &a);
 	if (err)
 		return usb4_errno(err);
 	memcpy(attr, &a, n < sizeof(a) ? n : sizeof(a));
@@ -115,7 +115,7 @@ static void *usb4_alloc_pd(void *ibv_ctx)
 		errno = ENOMEM;
 		return NULL;
 	}
-	int err = usb4goAllocPD(usb4_ctx_handle(ibv_ctx), &pd->go, &handle);
+	int err = usb4_go()->AllocPD(usb4_ctx_handle(ibv_ctx), &pd->go, &handle);
 	if (err) {
 		free(pd);
 		errno = err;
@@ -131,7 +131,7 @@ static int usb4_dealloc_pd(void *ibv_pd)
 	struct usb4_pd *pd = ibv_pd;
 	if (usb4_in_fork_child("dealloc_pd"))
 		return usb4_errno(ENOSYS);
-	int err = usb4goDeallocPD(pd->go);
+	int err = usb4_go()->DeallocPD(pd->go);
 	if (err)
 		return usb4_errno(err);
 	free(pd);
@@ -153,7 +153,7 @@ static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_v
 		errno = ENOMEM;
 		return NULL;
 	}
-	int err = usb4goRegMR(pd->go, (uintptr_t)addr, length, hca_va, (uint32_t)access, &mr->go, &handle, &lkey, &rkey);
+	int err = usb4_go()->RegMR(pd->go, (uintptr_t)addr, length, hca_va, (uint32_t)access, &mr->go, &handle, &lkey, &rkey);
 	if (err) {
 		free(mr);
 		errno = err;
@@ -173,7 +173,7 @@ static int usb4_dereg_mr(void *verbs_mr)
 	struct usb4_mr *mr = verbs_mr;
 	if (usb4_in_fork_child("dereg_mr"))
 		return usb4_errno(ENOSYS);
-	int err = usb4goDeregMR(mr->go);
+	int err = usb4_go()->DeregMR(mr->go);
 	if (err)
 		return usb4_errno(err);
 	free(mr);

@@ -2,10 +2,13 @@
 # cshim/vmtest.sh [USERLAND]: runs cshim/testdata/vmcheck.c in the VM (tests/vm; kernel
 # 6.1, Soft-RoCE) through the stock libibverbs of USERLAND (jammy = rdma-core 39,
 # bookworm = 44, noble = 50, trixie = 56.1, resolute = 61, sid = 65; default bookworm)
-# with our provider as the only one for rxe: ECE and query_port_speed errnos, the
-# dmabuf/create_cq_ex dummies, a real completion event with destroy_cq waiting for its
-# ack, async port events; then cshim/testdata/srqresize.c (ibv_modify_srq growing an
-# SRQ under traffic).
+# with our provider as the only one libibverbs loads by default for rxe: ECE and
+# query_port_speed errnos, the dmabuf/create_cq_ex dummies, a real completion event with
+# destroy_cq waiting for its ack while the event holder polls and re-arms, async port
+# events, and failing ops' return values and errno against stock librxe in the same
+# boot (librxe stays in the image without its .driver file; vmcheck runs it in a child
+# with RDMAV_DRIVERS=rxe and our claim of rxe off); then cshim/testdata/srqresize.c
+# (ibv_modify_srq growing an SRQ under traffic).
 # Prints go-test-style lines; exit status non-zero if a check failed.
 set -euo pipefail
 
@@ -22,14 +25,15 @@ main() {
   [[ -e /usr/include/infiniband/verbs.h ]] || { log "libibverbs-dev is needed to build vmcheck"; exit 1; }
 
   log "building the provider and vmcheck"
-  (cd "$repo" && go build -buildmode=c-shared -o "$work/libusb4_rdma.so" ./cshim)
+  "$repo/scripts/build-provider.sh" "$work"
   mkdir -p "$work/files" "$work/overlay/$provdir" "$work/overlay/etc/libibverbs.d" "$work/overlay/etc/usb4verbs"
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$work/files/vmcheck" "$repo/cshim/testdata/vmcheck.c" -libverbs
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/srqresize" "$repo/cshim/testdata/srqresize.c" -libverbs
 
-  # The provider as packaging installs it (one file, a name per PABI), the
-  # .driver file, and the rxe opt-in (cshim/README.md).
+  # The provider as packaging installs it (the front once, a name per PABI,
+  # the Go part beside it), the .driver file, and the rxe opt-in (cshim/README.md).
   install -m644 "$work/libusb4_rdma.so" "$work/overlay/$provdir/libusb4_rdma.so"
+  install -m644 "$work/libusb4_rdma-go.so" "$work/overlay/$provdir/libusb4_rdma-go.so"
   for p in 34 57 59 64 65; do ln -s libusb4_rdma.so "$work/overlay/$provdir/libusb4_rdma-rdmav$p.so"; done
   printf 'driver /%s/libusb4_rdma\n' "$provdir" > "$work/overlay/etc/libibverbs.d/usb4_rdma.driver"
   printf 'claim_rxe yes\n' > "$work/overlay/etc/usb4verbs/usb4_rdma.conf"
@@ -50,7 +54,7 @@ GUEST
 
   log "booting ($userland)"
   USERLAND=$userland VM_FILES="$work/files" VM_OVERLAY="$work/overlay" VM_GUEST_SCRIPT="$work/vmcheck.sh" \
-    VM_EXCLUDE_GLOB="$provdir/librxe-rdmav*.so etc/libibverbs.d/rxe.driver" \
+    VM_EXCLUDE_GLOB="etc/libibverbs.d/rxe.driver" \
     VM_TIMEOUT=${VM_TIMEOUT:-600} "$work/harness/tests/vm/run.sh" || {
     local rc=$?
     # 77: the userland could not be fetched; the harness printed a SKIP line.

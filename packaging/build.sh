@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # packaging/build.sh: the deb, rpm and Arch packages and the tarball, under build/pkg/,
-# from build/libusb4_rdma.so and build/ibvinfo (`make package` builds those first).
+# from build/libusb4_rdma.so (the front library), build/libusb4_rdma-go.so (the Go part,
+# installed beside it) and build/ibvinfo (`make package` builds those first).
 # Fails when either file needs a glibc newer than the floor (2.35, Ubuntu 22.04).
 # Environment: VERSION (default 0.1.0), PKG_ARCH (amd64), PKG_OUT (build/pkg),
-# PKG_SO, PKG_IBVINFO (the inputs), NFPM (an nfpm binary; else $CACHE/bin/nfpm,
+# PKG_SO, PKG_GO_SO (default: libusb4_rdma-go.so beside PKG_SO), PKG_IBVINFO (the inputs), NFPM (an nfpm binary; else $CACHE/bin/nfpm,
 # installed with `go install` at the pinned version when missing).
 set -euo pipefail
 
@@ -14,6 +15,7 @@ VERSION=${VERSION:-0.1.0}
 PKG_ARCH=${PKG_ARCH:-amd64}
 PKG_OUT=${PKG_OUT:-build/pkg}
 PKG_SO=${PKG_SO:-build/libusb4_rdma.so}
+PKG_GO_SO=${PKG_GO_SO:-$(dirname "$PKG_SO")/libusb4_rdma-go.so}
 PKG_IBVINFO=${PKG_IBVINFO:-build/ibvinfo}
 GLIBC_FLOOR=2.35
 NFPM_MODULE=github.com/goreleaser/nfpm/v2
@@ -29,16 +31,18 @@ case $PKG_ARCH in
   arm64) DEB_MULTIARCH=aarch64-linux-gnu; ELF_ARCH='aarch64' ;;
   *) die "PKG_ARCH $PKG_ARCH: only amd64 and arm64 are known" ;;
 esac
-for f in "$PKG_SO" "$PKG_IBVINFO"; do
+for f in "$PKG_SO" "$PKG_GO_SO" "$PKG_IBVINFO"; do
   [[ -f $f ]] || die "$f is missing; run 'make build' first"
   objdump -f "$f" | grep -q "architecture: $ELF_ARCH" || die "$f is not an $PKG_ARCH ELF file"
 done
 # The provider is dlopened by absolute path and has no SONAME; anything else it links
 # against would have to exist in every target image, so only libc is allowed.
-needed=$(objdump -p "$PKG_SO" | awk '$1 == "NEEDED" {print $2}' | tr '\n' ' ')
-[[ $needed == "libc.so.6 " ]] || die "$PKG_SO needs '$needed'; only libc.so.6 is allowed"
+for f in "$PKG_SO" "$PKG_GO_SO"; do
+  needed=$(objdump -p "$f" | awk '$1 == "NEEDED" {print $2}' | tr '\n' ' ')
+  [[ $needed == "libc.so.6 " ]] || die "$f needs '$needed'; only libc.so.6 is allowed"
+done
 
-GLIBC_NEEDED=$(packaging/check-glibc.sh --floor "$GLIBC_FLOOR" "$PKG_SO" "$PKG_IBVINFO") \
+GLIBC_NEEDED=$(packaging/check-glibc.sh --floor "$GLIBC_FLOOR" "$PKG_SO" "$PKG_GO_SO" "$PKG_IBVINFO") \
   || die "glibc floor $GLIBC_FLOOR exceeded (see above)"
 log "glibc: needs GLIBC_$GLIBC_NEEDED, floor $GLIBC_FLOOR"
 
@@ -57,7 +61,7 @@ fi
 rm -rf "$PKG_OUT"; mkdir -p "$PKG_OUT"
 # Reproducible timestamps: the last commit's time when there is one.
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
-export SOURCE_DATE_EPOCH VERSION PKG_ARCH PKG_SO PKG_IBVINFO DEB_MULTIARCH GLIBC_NEEDED
+export SOURCE_DATE_EPOCH VERSION PKG_ARCH PKG_SO PKG_GO_SO PKG_IBVINFO DEB_MULTIARCH GLIBC_NEEDED
 export PKG_MAINTAINER=${PKG_MAINTAINER:-usb4verbs maintainers <maintainers@usb4verbs.invalid>}
 export PKG_HOMEPAGE=${PKG_HOMEPAGE:-https://usb4verbs.invalid/}
 for fmt in deb rpm archlinux; do
@@ -70,6 +74,7 @@ name=usb4verbs-$VERSION-linux-$PKG_ARCH
 stage=$PKG_OUT/.stage/$name
 mkdir -p "$stage"/{lib,bin,share/doc/usb4verbs}
 install -m755 "$PKG_SO" "$stage/lib/libusb4_rdma.so.$VERSION"
+install -m755 "$PKG_GO_SO" "$stage/lib/libusb4_rdma-go.so"
 install -m755 "$PKG_IBVINFO" "$stage/bin/ibvinfo"
 install -m644 README.md "$stage/share/doc/usb4verbs/README.md"
 install -m644 packaging/README.md "$stage/share/doc/usb4verbs/PACKAGING.md"

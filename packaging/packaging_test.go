@@ -21,6 +21,7 @@ import (
 const (
 	testVersion = "0.1.0"
 	realName    = "libusb4_rdma.so." + testVersion
+	goPartName  = "libusb4_rdma-go.so" // the Go part, beside the front library
 	glibcFloor  = "2.35"
 )
 
@@ -37,8 +38,8 @@ type entry struct {
 
 // built is one run of build.sh, shared by the tests (building twice costs a minute).
 type built struct {
-	out, so, ibvinfo string
-	err              error
+	out, so, goSo, ibvinfo string
+	err                    error
 }
 
 var shared *built
@@ -122,16 +123,16 @@ func buildPackages(t *testing.T) *built {
 		t.Fatal(err)
 	}
 	b := &built{out: filepath.Join(dir, "out"), so: filepath.Join(dir, "libusb4_rdma.so"),
-		ibvinfo: filepath.Join(dir, "ibvinfo")}
+		goSo: filepath.Join(dir, goPartName), ibvinfo: filepath.Join(dir, "ibvinfo")}
 	shared = b
-	if _, b.err = run(t, root, nil, "go", "build", "-buildmode=c-shared", "-o", b.so, "./cshim"); b.err != nil {
+	if _, b.err = run(t, root, nil, "scripts/build-provider.sh", dir); b.err != nil {
 		t.Fatal(b.err)
 	}
 	if _, b.err = run(t, root, nil, "go", "build", "-o", b.ibvinfo, "./cmd/ibvinfo"); b.err != nil {
 		t.Fatal(b.err)
 	}
 	env := []string{"NFPM=" + nfpm, "VERSION=" + testVersion, "PKG_OUT=" + b.out,
-		"PKG_SO=" + b.so, "PKG_IBVINFO=" + b.ibvinfo}
+		"PKG_SO=" + b.so, "PKG_GO_SO=" + b.goSo, "PKG_IBVINFO=" + b.ibvinfo}
 	if _, b.err = run(t, root, env, "packaging/build.sh"); b.err != nil {
 		t.Fatal(b.err)
 	}
@@ -147,9 +148,10 @@ func TestMain(m *testing.M) {
 }
 
 // providerTree is what every format must install in its provider dir: the real file
-// once and one symlink per PABI name pointing at it.
+// once, one symlink per PABI name pointing at it, and the Go part beside it.
 func providerTree(dir string, soMode os.FileMode) map[string]entry {
-	want := map[string]entry{filepath.Join(dir, realName): {kind: 'f', mode: soMode}}
+	want := map[string]entry{filepath.Join(dir, realName): {kind: 'f', mode: soMode},
+		filepath.Join(dir, goPartName): {kind: 'f', mode: soMode}}
 	for _, p := range pabis {
 		want[filepath.Join(dir, "libusb4_rdma-rdmav"+p+".so")] = entry{kind: 'l', target: realName}
 	}
@@ -177,9 +179,9 @@ func merge(ms ...map[string]entry) map[string]entry {
 }
 
 // checkTree compares the non-directory entries under root with want, exactly: a file
-// the package should not ship is an error too. The real provider file must be the .so
-// that was packaged, byte for byte.
-func checkTree(t *testing.T, root string, want map[string]entry, so string) {
+// the package should not ship is an error too. The real provider file and the Go part
+// must be the files that were packaged, byte for byte.
+func checkTree(t *testing.T, root string, want map[string]entry, b *built) {
 	t.Helper()
 	got := map[string]bool{}
 	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
@@ -209,8 +211,11 @@ func checkTree(t *testing.T, root string, want map[string]entry, so string) {
 				t.Errorf("%s: content %q, want %q", rel, b, w.body)
 			}
 		}
-		if strings.HasSuffix(rel, "/"+realName) && !sameFile(t, p, so) {
+		if strings.HasSuffix(rel, "/"+realName) && !sameFile(t, p, b.so) {
 			t.Errorf("%s is not the packaged libusb4_rdma.so", rel)
+		}
+		if strings.HasSuffix(rel, "/"+goPartName) && !sameFile(t, p, b.goSo) {
+			t.Errorf("%s is not the packaged %s", rel, goPartName)
 		}
 		return nil
 	})
@@ -352,7 +357,7 @@ func TestDeb(t *testing.T) {
 	root := t.TempDir()
 	untarGz(t, members["data.tar.gz"], root)
 	checkTree(t, root, merge(providerTree("/usr/lib/x86_64-linux-gnu/libibverbs", 0o644),
-		commonTree("driver usb4_rdma")), b.so)
+		commonTree("driver usb4_rdma")), b)
 
 	ctl := t.TempDir()
 	untarGz(t, members["control.tar.gz"], ctl)
@@ -415,7 +420,7 @@ func splitDeps(s, sep string) map[string]string {
 // measured on the packaged files, which must not exceed the floor.
 func checkLibcDep(t *testing.T, b *built, got, op string) {
 	t.Helper()
-	out, err := run(t, "", nil, "./check-glibc.sh", "--floor", glibcFloor, b.so, b.ibvinfo)
+	out, err := run(t, "", nil, "./check-glibc.sh", "--floor", glibcFloor, b.so, b.goSo, b.ibvinfo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +444,7 @@ func TestRPM(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTree(t, root, merge(providerTree("/usr/lib64/libibverbs", 0o755),
-		commonTree("driver usb4_rdma")), b.so)
+		commonTree("driver usb4_rdma")), b)
 	out, err := run(t, "", nil, "rpm", "-qp", "--requires", rpm)
 	if err != nil {
 		t.Fatal(err)
@@ -478,7 +483,7 @@ func TestArch(t *testing.T) {
 		}
 	}
 	checkTree(t, root, merge(providerTree("/usr/lib/libibverbs", 0o755),
-		commonTree("driver usb4_rdma")), b.so)
+		commonTree("driver usb4_rdma")), b)
 	deps := map[string]string{}
 	for _, line := range strings.Split(string(info), "\n") {
 		if d, ok := strings.CutPrefix(line, "depend = "); ok {
@@ -511,10 +516,11 @@ func unpackTarball(t *testing.T, b *built) string {
 		"/install.sh":                       {kind: 'f', mode: 0o755},
 		"/bin/ibvinfo":                      {kind: 'f', mode: 0o755},
 		"/lib/" + realName:                  {kind: 'f', mode: 0o755},
+		"/lib/" + goPartName:                {kind: 'f', mode: 0o755},
 		"/share/doc/usb4verbs/README.md":    {kind: 'f', mode: 0o644},
 		"/share/doc/usb4verbs/PACKAGING.md": {kind: 'f', mode: 0o644},
 		"/share/doc/usb4verbs/PROVIDER.md":  {kind: 'f', mode: 0o644},
-	}, b.so)
+	}, b)
 	return top
 }
 
@@ -535,7 +541,7 @@ func TestTarballInstallPrefix(t *testing.T) {
 		"/opt/u4/share/doc/usb4verbs/PACKAGING.md": {kind: 'f', mode: 0o644},
 		"/opt/u4/share/doc/usb4verbs/PROVIDER.md":  {kind: 'f', mode: 0o644},
 		"/opt/u4/share/usb4verbs/installed-files":  {kind: 'f', mode: 0o644},
-	}), b.so)
+	}), b)
 
 	// A second install over the first is allowed (it recorded the .driver file).
 	if _, err := run(t, top, env, "./install.sh", "--prefix", "/opt/u4"); err != nil {
@@ -544,7 +550,7 @@ func TestTarballInstallPrefix(t *testing.T) {
 	if _, err := run(t, top, env, "./install.sh", "--prefix", "/opt/u4", "--uninstall"); err != nil {
 		t.Fatal(err)
 	}
-	checkTree(t, dest, map[string]entry{}, b.so)
+	checkTree(t, dest, map[string]entry{}, b)
 	if _, err := run(t, top, env, "./install.sh", "--prefix", "/opt/u4", "--uninstall"); err == nil {
 		t.Error("a second --uninstall succeeded; want an error naming the missing record")
 	}
@@ -656,7 +662,7 @@ func TestCheckGlibc(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the provider or ibvinfo exceeds the glibc floor %s: %v", glibcFloor, err)
 	}
-	t.Logf("libusb4_rdma.so and ibvinfo need GLIBC_%s (floor %s)", strings.TrimSpace(out), glibcFloor)
+	t.Logf("libusb4_rdma.so, %s and ibvinfo need GLIBC_%s (floor %s)", goPartName, strings.TrimSpace(out), glibcFloor)
 	// The same files against a floor below what they need must fail and name symbols.
 	out, err = run(t, "", nil, "./check-glibc.sh", "--floor", "2.17", b.so)
 	if err == nil || !strings.Contains(out, "@GLIBC_2.3") {
@@ -677,7 +683,7 @@ func TestBuildRefusesNewGlibc(t *testing.T) {
 	if _, err := run(t, dir, nil, "gcc", "-std=gnu11", "-shared", "-fPIC", "-o", so, src); err != nil {
 		t.Skipf("host glibc has no arc4random (older than 2.36): %v", err)
 	}
-	env := []string{"NFPM=" + findNfpm(t), "PKG_OUT=" + filepath.Join(dir, "out"), "PKG_SO=" + so, "PKG_IBVINFO=" + b.ibvinfo}
+	env := []string{"NFPM=" + findNfpm(t), "PKG_OUT=" + filepath.Join(dir, "out"), "PKG_SO=" + so, "PKG_GO_SO=" + b.goSo, "PKG_IBVINFO=" + b.ibvinfo}
 	out, err := run(t, repoRoot(t), env, "packaging/build.sh")
 	if err == nil {
 		t.Fatal("build.sh packaged a provider that needs GLIBC_2.36")

@@ -17,7 +17,8 @@ import (
 
 // Context is an open uverbs device: the command fd, the async event fd and
 // every object created through it. All methods are safe for concurrent use;
-// the control path takes one mutex per context.
+// the control path takes one mutex per context, which the slow memory
+// registration verbs drop while they are in the kernel (see outsideLock).
 type Context struct {
 	cmd       *cmdFD
 	owned     *ownedFDs
@@ -31,6 +32,8 @@ type Context struct {
 
 	mu         sync.Mutex
 	closed     bool
+	inflight   int              // verbs in the kernel without mu (outsideLock)
+	idle       *sync.Cond       // on mu: signalled when inflight drops to 0
 	objects    []object         // tracked objects in creation order; nil where untracked
 	objIndex   map[object]int   // position of each tracked object in objects
 	objLive    int              // tracked objects (non-nil entries of objects)
@@ -176,6 +179,7 @@ func newContext(sys sysCalls, info DeviceInfo, sysfsRoot string, fd int, ownFDs 
 		nextHandle: 1 << 63, // above any user-space address cshim may pass
 		maps:       make(map[*byte][]byte),
 	}
+	c.idle = sync.NewCond(&c.mu)
 	if info.FromSysfs && info.Driver.ID == uapi.RDMA_DRIVER_UNKNOWN {
 		c.probeDriverID()
 	}
@@ -351,6 +355,27 @@ func (c *Context) lock(verb string) error {
 	return nil
 }
 
+// outsideLock runs call, a kernel command, without the context lock, so
+// that a slow one (REG_MR of gigabytes pins every page first) does not stall
+// the other threads' verbs. c.mu must be held on entry and is held again on
+// return. The call counts as in flight: Close marks the context closed (no
+// new verb starts) and then waits for in-flight calls before it destroys
+// what is tracked, so an object a call creates is tracked and destroyed
+// with the rest, and no call runs on a closed fd. The caller guards its own
+// object against a concurrent destroy (MR.deregistering).
+func (c *Context) outsideLock(call func() error) error {
+	c.inflight++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inflight--
+		if c.inflight == 0 && c.idle != nil {
+			c.idle.Broadcast()
+		}
+	}()
+	return call()
+}
+
 // track and untrack are O(1) amortised: an application may hold 100,000 MRs.
 func (c *Context) track(o object) {
 	if c.objIndex == nil {
@@ -405,6 +430,9 @@ func (c *Context) Close() error {
 		return verbError("close context", errClosed("context"))
 	}
 	c.closed = true
+	for c.inflight > 0 {
+		c.idle.Wait()
+	}
 	var errs []error
 	for rank := rankAH; rank <= rankCompChannel; rank++ {
 		for i := len(c.objects) - 1; i >= 0; i-- {

@@ -38,7 +38,10 @@
 // value the kernel echoes in completion and async events. Callers may set
 // it (cshim passes the C object's address); otherwise a context-unique value
 // is chosen. A context has one mutex for its object tables; the control path
-// is not hot. GetEvent and GetAsyncEvent wait without holding it.
+// is not hot. GetEvent and GetAsyncEvent wait without holding it, and so do
+// REG_MR and DEREG_MR while they are in the kernel (pinning or unpinning
+// gigabytes takes seconds): they count as in flight instead, and Close waits
+// for them before it tears down.
 //
 // # Errors
 //

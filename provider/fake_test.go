@@ -98,8 +98,7 @@ func newFakeKernel() *fakeKernel {
 	} {
 		m := m
 		k.methods[methodKey(m.obj, m.method)] = func(c *fakeCall, out func(uint16) []byte, set func(uint16, uint64)) error {
-			set(m.handle, k.nextObj)
-			k.nextObj++
+			set(m.handle, k.newObj())
 			return nil
 		}
 	}
@@ -114,8 +113,7 @@ func newFakeKernel() *fakeKernel {
 		k.methods[methodKey(m.obj, m.method)] = func(*fakeCall, func(uint16) []byte, func(uint16, uint64)) error { return nil }
 	}
 	k.writeCmd[uapi.IB_USER_VERBS_CMD_ALLOC_PD] = func(in, out []byte) error {
-		*(*uint32)(unsafe.Pointer(&out[0])) = uint32(k.nextObj)
-		k.nextObj++
+		*(*uint32)(unsafe.Pointer(&out[0])) = uint32(k.newObj())
 		return nil
 	}
 	k.writeCmd[uapi.IB_USER_VERBS_CMD_GET_CONTEXT] = func(in, out []byte) error {
@@ -135,8 +133,7 @@ func newFakeKernel() *fakeKernel {
 	k.writeCmd[uapi.IB_USER_VERBS_CMD_CREATE_CQ] = func(in, out []byte) error {
 		req := (*uapi.IbUverbsCreateCq)(unsafe.Pointer(&in[0]))
 		r := (*uapi.IbUverbsCreateCqResp)(unsafe.Pointer(&out[0]))
-		r.CqHandle, r.Cqe = uint32(k.nextObj), req.Cqe+1
-		k.nextObj++
+		r.CqHandle, r.Cqe = uint32(k.newObj()), req.Cqe+1
 		return nil
 	}
 	k.writeCmd[uapi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE|uapi.IB_USER_VERBS_CMD_FLAG_EXTENDED] = func(in, out []byte) error {
@@ -149,6 +146,16 @@ func newFakeKernel() *fakeKernel {
 		return nil
 	}
 	return k
+}
+
+// newObj hands out a kernel object handle. Handlers run without k.mu (a
+// test may block in one), so they take it here.
+func (k *fakeKernel) newObj() uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h := k.nextObj
+	k.nextObj++
+	return h
 }
 
 func (k *fakeKernel) newFD(what string) int {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"usb4verbs/uapi"
 )
 
@@ -19,6 +21,9 @@ type MR struct {
 	access    uint32
 	dmabufFD  int
 	destroyed bool
+	// deregistering: a DEREG_MR is in the kernel without the context lock;
+	// a second Destroy meanwhile gets EBUSY instead of a second DEREG_MR.
+	deregistering bool
 }
 
 // RegMR registers length bytes at addr for device access at iova with the
@@ -36,7 +41,12 @@ func (pd *PD) RegMR(addr uintptr, length, iova uint64, access uint32) (*MR, erro
 	defer pd.ctx.mu.Unlock()
 	req := uapi.IbUverbsRegMr{Start: uint64(addr), Length: length, HcaVa: iova, PdHandle: pd.handle, AccessFlags: access}
 	var resp uapi.IbUverbsRegMrResp
-	if err := pd.ctx.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_REG_MR, in: bytesOf(&req), out: bytesOf(&resp)}); err != nil {
+	// A PD destroyed meanwhile is the kernel's to arbitrate: it refuses the
+	// dealloc while the MR holds the PD (EBUSY), or the REG_MR on a gone PD.
+	err := pd.ctx.outsideLock(func() error {
+		return pd.ctx.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_REG_MR, in: bytesOf(&req), out: bytesOf(&resp)})
+	})
+	if err != nil {
 		return nil, verbError(verb, regMRHint(err))
 	}
 	mr := &MR{pd: pd, handle: resp.MrHandle, lkey: resp.Lkey, rkey: resp.Rkey, addr: addr,
@@ -68,7 +78,7 @@ func (pd *PD) RegDmabufMR(offset, length, iova uint64, fd int, access uint32) (*
 		inU32(uapi.UVERBS_ATTR_REG_DMABUF_MR_ACCESS_FLAGS, access).
 		out(uapi.UVERBS_ATTR_REG_DMABUF_MR_RESP_LKEY, bytesOf(&lkey)).
 		out(uapi.UVERBS_ATTR_REG_DMABUF_MR_RESP_RKEY, bytesOf(&rkey))
-	err := pd.ctx.cmd.ioctl(c)
+	err := pd.ctx.outsideLock(func() error { return pd.ctx.cmd.ioctl(c) })
 	if err != nil {
 		var u unsupportedIoctl
 		if errors.As(err, &u) {
@@ -123,9 +133,16 @@ func (mr *MR) Destroy() error {
 	if mr.destroyed {
 		return verbError(verb, errClosed("mr"))
 	}
-	if err := mr.destroyLocked(); err != nil {
+	if mr.deregistering {
+		return verbError(verb, fmt.Errorf("%v is being deregistered by another thread: %w", mr, errno{unix.EBUSY}))
+	}
+	mr.deregistering = true
+	err := c.outsideLock(mr.deregKernel)
+	mr.deregistering = false
+	if err != nil {
 		return verbError(verb, err)
 	}
+	mr.destroyed = true
 	c.untrack(mr)
 	return nil
 }
@@ -133,15 +150,19 @@ func (mr *MR) Destroy() error {
 func (mr *MR) destroyRank() int { return rankMR }
 
 func (mr *MR) destroyLocked() error {
-	req := uapi.IbUverbsDeregMr{MrHandle: mr.handle}
-	err := mr.pd.ctx.cmd.destroy(uapi.UVERBS_OBJECT_MR, uapi.UVERBS_METHOD_MR_DESTROY,
-		uapi.UVERBS_ATTR_DESTROY_MR_HANDLE, mr.handle, 0, nil,
-		&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_DEREG_MR, in: bytesOf(&req)})
-	if err != nil {
+	if err := mr.deregKernel(); err != nil {
 		return err
 	}
 	mr.destroyed = true
 	return nil
+}
+
+// deregKernel issues DEREG_MR; it touches no state the context lock guards.
+func (mr *MR) deregKernel() error {
+	req := uapi.IbUverbsDeregMr{MrHandle: mr.handle}
+	return mr.pd.ctx.cmd.destroy(uapi.UVERBS_OBJECT_MR, uapi.UVERBS_METHOD_MR_DESTROY,
+		uapi.UVERBS_ATTR_DESTROY_MR_HANDLE, mr.handle, 0, nil,
+		&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_DEREG_MR, in: bytesOf(&req)})
 }
 
 func (mr *MR) String() string {

@@ -74,6 +74,9 @@ if [[ ${BENCH_SKIP_VM:-0} != 1 ]]; then
   [[ -f $PROVIDER ]] || { echo "bench: $PROVIDER missing: run make build" >&2; exit 1; }
   # Debian 12's libibverbs (rdma-core 44) loads PABI 34 names.
   cp "$PROVIDER" "$FILES/libusb4_rdma-rdmav34.so"
+  # The Go part, which the front loads from its own directory.
+  cp "$(dirname "$PROVIDER")/libusb4_rdma-go.so" "$FILES/" \
+    || { echo "bench: no libusb4_rdma-go.so beside $PROVIDER: run make build" >&2; exit 1; }
   cand_env=""
   [[ $MODE == ab ]] && cand_env="RDMAV_DRIVERS=/opt/usb4verbs/libusb4_rdma USB4VERBS_CLAIM_RXE=1"
   {

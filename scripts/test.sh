@@ -62,6 +62,9 @@ if [[ ${SKIP_VM:-0} != 1 ]]; then
   stage "provider contracts through the stock libibverbs: ECE, port speed, events (VM)"
   for u in jammy bookworm resolute sid; do cshim/vmtest.sh "$u"; done 2>&1 | tee "$LOGS/cshim-vm.log" | grep -E '^---'
 
+  stage "pay nothing unless used: a librxe-only process, a prefork server (VM)"
+  cshim/lazyvm.sh 2>&1 | tee "$LOGS/cshim-lazyvm.log" | grep -E '^---'
+
   stage "reliability suite: bad input, churn, concurrency + sanitizers, fork, faults (VM)"
   tests/reliability/run.sh 2>&1 | tee "$LOGS/reliability.log" | grep -E '^(---|\s+--- FAIL|\[rel\])'
 

@@ -146,6 +146,12 @@ func checkUSB4Devices(e doctorEnv) check {
 	case !s.Module("thunderbolt_ibverbs").Loaded:
 		return skip(id, noUSB4)
 	}
+	if len(s.Thunderbolt) == 0 {
+		// No XDomain on the bus: the module has nobody to negotiate with
+		// (a pulled cable removes the XDomain and its services at once).
+		return fail(id, "thunderbolt_ibverbs is loaded but registered no RDMA device: no peer host on the Thunderbolt bus (no XDomain in /sys/bus/thunderbolt/devices)",
+			"plug the cable into a USB4/Thunderbolt port on both hosts and check the other host is up with thunderbolt_ibverbs loaded; the devices return once the module has negotiated with it")
+	}
 	return fail(id, "thunderbolt_ibverbs is loaded but registered no RDMA device",
 		"load it with register_verbs=1 (and allocate_rings=1 start_rings=1 negotiate_native=1 enable_tunnels=1), check dmesg and that the peer runs it too")
 }
@@ -349,6 +355,10 @@ func checkProvider(e doctorEnv) check {
 	}
 	var wrong []string
 	for _, d := range v.Drivers {
+		if d.Ours && d.Installed && d.GoPart != "" && !d.GoPartInstalled {
+			return fail(id, fmt.Sprintf("%s is installed but its Go part %s is missing: every open of a usb4 device fails (ENOENT)", d.Library, d.GoPart),
+				"reinstall the usb4verbs package (it installs both files): "+installCommands)
+		}
 		if d.Ours && d.Installed {
 			return ok(id, fmt.Sprintf("%s is installed where libibverbs (%s) looks", d.Library, lib))
 		}
@@ -477,6 +487,10 @@ func checkCounters(e doctorEnv) check {
 	}
 	if !e.watch {
 		return skip(id, "run ibvinfo doctor --watch while the workload runs to see whether RDMA carries its traffic")
+	}
+	if len(usb4Devices(s)) == 0 {
+		// Nothing can carry traffic; usb4-devices already says why.
+		return skip(id, "no usb4 device registered")
 	}
 	if !s.Debugfs.Present || !e.secondOK {
 		return warn(id, "could not read /sys/kernel/debug/thunderbolt_ibverbs/summary", "mount -t debugfs none /sys/kernel/debug and run as root")

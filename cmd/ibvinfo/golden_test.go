@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"usb4verbs/internal/sysinfo"
+	"usb4verbs/internal/sysinfo/fakeelf"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden from the current output")
@@ -287,5 +291,52 @@ func TestDoctorFixesNameRealCommands(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestDoctorChecksGoPart: our C front library is recognised by its marker,
+// and provider-loadable fails, naming the file, when the Go part it loads at
+// the first open is not beside it (issue 13).
+func TestDoctorChecksGoPart(t *testing.T) {
+	hostOnly(t)
+	dir := libdir + "/libibverbs"
+	for _, c := range []struct {
+		name    string
+		gopart  bool
+		verdict string
+	}{{"front with its Go part", true, verdictOK}, {"front without its Go part", false, verdictError}} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := healthyTree()
+			spec.removePrefix(dir + "/libusb4_rdma")
+			spec.file(dir+"/libusb4_rdma.so.0.1.0", string(fakeelf.FrontLibrary("libusb4_rdma.so")))
+			for _, p := range sysinfo.SupportedPABIs {
+				spec.link(fmt.Sprintf("%s/libusb4_rdma-rdmav%d.so", dir, p), "libusb4_rdma.so.0.1.0")
+			}
+			if c.gopart {
+				spec.file(dir+"/"+sysinfo.GoPartName, string(fakeelf.SharedObject("libusb4_rdma-go.so", nil, sysinfo.OurModule)))
+			}
+			root := t.TempDir()
+			writeTree(t, root, spec)
+			out, _, _ := runCmd(t, "--json", "--root", root, "doctor")
+			var rep doctorReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			for _, ch := range rep.Checks {
+				switch ch.ID {
+				case "provider-loadable":
+					if ch.Verdict != c.verdict {
+						t.Errorf("provider-loadable %s, want %s: %+v", ch.Verdict, c.verdict, ch)
+					}
+					if !c.gopart && !strings.Contains(ch.Message, "/"+dir+"/"+sysinfo.GoPartName+" is missing") {
+						t.Errorf("the finding does not name the missing Go part: %+v", ch)
+					}
+				case "device-claimed-by-another-provider":
+					if ch.Verdict != verdictOK {
+						t.Errorf("our front library taken for another provider: %+v", ch)
+					}
+				}
+			}
+		})
 	}
 }

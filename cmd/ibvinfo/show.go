@@ -246,7 +246,14 @@ func printShow(p *printer, rep showReport) {
 				}
 			}
 			p.table(nil, rows)
-			p.printf("  peers: %d line(s), configured links: %d\n", len(s.Debugfs.Peers), len(s.Debugfs.ConfiguredLinks))
+			var peers []string
+			for _, pe := range s.Debugfs.PeerList {
+				peers = append(peers, fmt.Sprintf("%d (%s, %d rails)", pe.ID, pe.Backend, pe.Rails))
+			}
+			if len(peers) == 0 {
+				peers = []string{"none"}
+			}
+			p.printf("  peers: %s; configured links: %d\n", strings.Join(peers, ", "), len(s.Debugfs.ConfiguredLinks))
 		}
 	}
 

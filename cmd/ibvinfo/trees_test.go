@@ -66,14 +66,18 @@ type usb4Dev struct {
 
 // The healthy setup: two cables (domains 0 and 1) to one peer host, two
 // native rails per cable plus each domain's Apple slot (usb4_rdmaN with
-// N = domain*5 + slot).
+// N = domain*5 + slot). Checked against the bed's capture (testdata/bed):
+// the module numbers peers from 1, its GID table holds RoCE v2 entries only
+// (link-local, then IPv4-mapped), fw_ver is empty and verbs_registered is a
+// flag. Two cables to one peer need the patched header's source-aware
+// control handler (tests/usb4/tbloop/README.md); a stock kernel binds one.
 var healthyDevs = []usb4Dev{
-	{"usb4_rdma0", sysinfo.BackendNative, 0, 0},
-	{"usb4_rdma1", sysinfo.BackendNative, 0, 1},
-	{"usb4_rdma4", sysinfo.BackendApple, 0, 0},
-	{"usb4_rdma5", sysinfo.BackendNative, 0, 2},
-	{"usb4_rdma6", sysinfo.BackendNative, 0, 3},
-	{"usb4_rdma9", sysinfo.BackendApple, 0, 1},
+	{"usb4_rdma0", sysinfo.BackendNative, 1, 0},
+	{"usb4_rdma1", sysinfo.BackendNative, 1, 1},
+	{"usb4_rdma4", sysinfo.BackendApple, 1, 0},
+	{"usb4_rdma5", sysinfo.BackendNative, 1, 2},
+	{"usb4_rdma6", sysinfo.BackendNative, 1, 3},
+	{"usb4_rdma9", sysinfo.BackendApple, 1, 1},
 }
 
 func summaryText(send, posted, completed, rx uint64) string {
@@ -84,7 +88,7 @@ rc_supported: 1
 uc_supported: 1
 configured_links: 2
 register_verbs: 1
-verbs_registered: 6
+verbs_registered: 1
 verbs_ucontexts: 2
 verbs_pds: 2
 verbs_cqs: 4
@@ -108,7 +112,7 @@ func addDevice(t treeSpec, name string, guid uint64, uverbs int, gids bool) {
 	t.file(base+"/node_guid", g+"\n")
 	t.file(base+"/sys_image_guid", g+"\n")
 	t.file(base+"/node_type", "1: CA\n")
-	t.file(base+"/fw_ver", "0.0.0\n")
+	t.file(base+"/fw_ver", "\n")
 	t.link(base+"/device/driver", "../../../../../bus/pci/drivers/thunderbolt")
 	p := base + "/ports/1"
 	t.file(p+"/state", "4: ACTIVE\n")
@@ -118,9 +122,7 @@ func addDevice(t treeSpec, name string, guid uint64, uverbs int, gids bool) {
 	// The kernel GID cache fills entries from roce_netdev (tbv0, 10.77.0.1):
 	// a link-local and an IPv4-mapped GID, each as RoCE v1 and v2.
 	entries := []struct{ gid, typ string }{
-		{"fe80:0000:0000:0000:0c2a:4bff:fe11:0001", "IB/RoCE v1"},
 		{"fe80:0000:0000:0000:0c2a:4bff:fe11:0001", "RoCE v2"},
-		{"0000:0000:0000:0000:0000:ffff:0a4d:0001", "IB/RoCE v1"},
 		{"0000:0000:0000:0000:0000:ffff:0a4d:0001", "RoCE v2"},
 	}
 	for i := range 8 {
@@ -186,8 +188,8 @@ func healthyTree() treeSpec {
 	}
 	t.file(debugfs+"/summary", summaryText(1000, 1000, 998, 1200))
 	t.file(debugfs+"/summary.2", summaryText(51000, 51000, 50990, 61200))
-	t.file(debugfs+"/peers", "peer 0 backend=native rails=4 native_qp_rr_rail_id=0\n  rail=0x0 route=0x1 link_speed=40Gb/s link_width=0x2 active=1 state=ready\n")
-	t.file(debugfs+"/configured_links", "link 0 name=rails01 backend=native dev=usb4_rdma0 port=1 gid=3 gid_type=v2 addr=10.77.0.1\nlink 1 name=rails56 backend=native dev=usb4_rdma5 port=1 gid=3 gid_type=v2 addr=10.77.0.1\n")
+	t.file(debugfs+"/peers", "peer 1 backend=native rails=4 native_qp_rr_rail_id=0\n  rail=0x0 route=0x1 local=1 remote=1 path=1 link_speed=20Gb/s link_width=0x2 active=1 service_ready=1 data_ready=1 state=tunnel_enabled negotiated=1\n    data_tx_enqueued=0 data_tx_posted=0 data_tx_completed=0 tx_credits=768/768\n")
+	t.file(debugfs+"/configured_links", "link 0 name=rails01 backend=native dev=usb4_rdma0 port=1 gid=1 gid_type=v2 addr=10.77.0.1\nlink 1 name=rails56 backend=native dev=usb4_rdma5 port=1 gid=1 gid_type=v2 addr=10.77.0.1\n")
 	t.file("sys/class/net/tbv0/mtu", "1500\n")
 	t.file("proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz-6.14.0 root=/dev/nvme0n1p2 ro quiet iommu=pt\n")
 	t.link("sys/class/iommu/ivhd0", "../../devices/pci0000:00/0000:00:00.2/iommu/ivhd0")

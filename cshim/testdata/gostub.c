@@ -13,6 +13,12 @@
 #include "../shim.h"
 #include "engine.h"
 
+int usb4goStart(uint32_t api_version, struct usb4_go_config *cfg)
+{
+	(void)cfg;
+	return api_version == USB4_GO_API_VERSION ? 0 : ELIBBAD;
+}
+
 int usb4goOpenContext(char *ibdev_name, int cmd_fd, int kind, uint32_t driver_id, uint64_t node_guid,
 		      struct usb4_open_info *info)
 {

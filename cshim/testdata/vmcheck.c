@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 
@@ -204,12 +205,245 @@ static void check_cq_event_and_destroy_wait(struct ibv_context *ctx, struct ibv_
 	struct timespec ts = {.tv_nsec = 300 * 1000 * 1000};
 	nanosleep(&ts, NULL);
 	int blocked = !atomic_load(&d.done);
+	// The event holder's loop at shutdown (rping, UCX): poll and re-arm while
+	// the destroy waits for its ack (issue 12 item 1). The CQ is destroyed in
+	// the kernel already, so the re-arm may fail with the kernel's errno for a
+	// gone handle (ENOENT on 6.1); it must not touch freed or unmapped memory,
+	// and the destroy keeps waiting.
+	struct ibv_wc late[4];
+	int polled = ibv_poll_cq(cq, 4, late);
+	int rearm = ibv_req_notify_cq(cq, 0);
+	int polled2 = ibv_poll_cq(cq, 4, late);
+	nanosleep(&ts, NULL);
+	int still_blocked = !atomic_load(&d.done);
 	ibv_ack_cq_events(cq, 1);
 	pthread_join(t, NULL);
 	int chrc = ibv_destroy_comp_channel(ch);
 	result("cq_event_destroy_waits", n == 1 && wc.wr_id == 0xfeed && wc.status == IBV_WC_WR_FLUSH_ERR && blocked && d.rc == 0 && chrc == 0,
 	       "flushed wc: n %d wr_id %#llx status %s; destroy_cq %s before the ack, then returned %d; destroy channel %d",
 	       n, (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), blocked ? "blocked" : "did NOT block", d.rc, chrc);
+	result("cq_event_poll_rearm_while_destroy_waits",
+	       polled >= 0 && polled2 >= 0 && rearm >= 0 && still_blocked && d.rc == 0,
+	       "while destroy_cq waited for the ack: poll_cq %d, req_notify_cq %s, poll_cq %d (want >= 0, 0 or an errno, >= 0; "
+	       "no crash); destroy %s until the ack, then returned %d",
+	       polled, rearm ? errname(rearm) : "0", polled2, still_blocked ? "waited" : "did NOT wait", d.rc);
+}
+
+// ---- failing ops: errno through our provider against librxe (issue 12 item 13) ----
+
+// One op's outcome: ret is the int op's return value (an errno value, rdma-core
+// style), or for a constructor 0 (object) / -1 (NULL); err is errno after the
+// call, which was 0 before it.
+struct erow {
+	char op[64];
+	int ret, err;
+};
+
+#define MAX_EROWS 32
+
+struct erows {
+	struct erow r[MAX_EROWS];
+	int n;
+};
+
+static void erow_add(struct erows *t, const char *op, int ret, int err)
+{
+	if (t->n == MAX_EROWS)
+		return;
+	struct erow *r = &t->r[t->n++];
+	snprintf(r->op, sizeof(r->op), "%s", op);
+	r->ret = ret;
+	r->err = err;
+}
+
+// EOP runs an int op with errno cleared first and records it.
+#define EOP(t, name, call)                       \
+	do {                                     \
+		errno = 0;                       \
+		int ret_ = (call);               \
+		erow_add((t), (name), ret_, errno); \
+	} while (0)
+
+static struct ibv_qp *reset_rc_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 4, .max_recv_wr = srq ? 0 : 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	return ibv_create_qp(pd, &ia);
+}
+
+// The failing ops, each on objects of its own; the same list runs through
+// both providers. An op whose setup fails records the setup's errno under
+// "<op> (setup)", which then differs or matches like any row.
+static void errno_ops(struct ibv_context *ctx, struct erows *t)
+{
+	struct ibv_device_attr da = {0};
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 8, NULL, NULL, 0) : NULL;
+	if (!cq || ibv_query_device(ctx, &da)) {
+		erow_add(t, "setup: alloc_pd, create_cq, query_device", -1, errno);
+		return;
+	}
+	struct ibv_qp *qp = reset_rc_qp(pd, cq, NULL);
+	if (qp) {
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1};
+		EOP(t, "modify_qp RESET->RTS", ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+								       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
+		struct ibv_qp_attr i = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = IBV_ACCESS_LOCAL_WRITE};
+		EOP(t, "modify_qp RESET->INIT, state bit only", ibv_modify_qp(qp, &i, IBV_QP_STATE));
+		i.port_num = 2;
+		EOP(t, "modify_qp RESET->INIT, port 2", ibv_modify_qp(qp, &i, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
+		i.port_num = 1;
+		EOP(t, "modify_qp unknown mask bit 30",
+		    ibv_modify_qp(qp, &i, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS | (1 << 30)));
+		struct ibv_qp_attr qa;
+		struct ibv_qp_init_attr qia;
+		EOP(t, "query_qp (valid, succeeds)", ibv_query_qp(qp, &qa, IBV_QP_STATE | IBV_QP_CAP, &qia));
+		ibv_destroy_qp(qp);
+	} else {
+		erow_add(t, "modify_qp (setup: create_qp)", -1, errno);
+	}
+	qp = rc_qp_init(pd, cq);
+	if (qp) {
+		struct ibv_qp_attr r = {.qp_state = IBV_QPS_RTR};
+		EOP(t, "modify_qp INIT->RTR without AV/DEST_QPN", ibv_modify_qp(qp, &r, IBV_QP_STATE));
+		EOP(t, "destroy_cq with a QP on it", ibv_destroy_cq(cq));
+		ibv_destroy_qp(qp);
+	} else {
+		erow_add(t, "modify_qp INIT->RTR (setup: QP to INIT)", -1, errno);
+	}
+	struct ibv_srq_init_attr sia = {.attr = {.max_wr = 16, .max_sge = 1}};
+	struct ibv_srq *srq = ibv_create_srq(pd, &sia);
+	if (srq) {
+		struct ibv_srq_attr sa = {.srq_limit = 1000};
+		EOP(t, "modify_srq limit above max_wr", ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT));
+		sa = (struct ibv_srq_attr){.max_wr = da.max_srq_wr + 1};
+		EOP(t, "modify_srq max_wr above max_srq_wr", ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR));
+		EOP(t, "query_srq (valid, succeeds)", ibv_query_srq(srq, &sa));
+		struct ibv_qp *sqp = reset_rc_qp(pd, cq, srq);
+		if (sqp) {
+			EOP(t, "destroy_srq with a QP on it", ibv_destroy_srq(srq));
+			ibv_destroy_qp(sqp);
+		} else {
+			erow_add(t, "destroy_srq with a QP (setup: create_qp)", -1, errno);
+		}
+		ibv_destroy_srq(srq);
+	} else {
+		erow_add(t, "modify_srq (setup: create_srq)", -1, errno);
+	}
+	static char buf[4096];
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	if (mr) {
+		EOP(t, "dealloc_pd with an MR on it", ibv_dealloc_pd(pd));
+		ibv_dereg_mr(mr);
+	} else {
+		erow_add(t, "dealloc_pd with an MR (setup: reg_mr)", -1, errno);
+	}
+	struct ibv_port_attr pa;
+	EOP(t, "query_port 0", ibv_query_port(ctx, 0, &pa));
+	EOP(t, "query_port 2", ibv_query_port(ctx, 2, &pa));
+	errno = 0;
+	struct ibv_cq *big = ibv_create_cq(ctx, da.max_cqe + 1, NULL, NULL, 0);
+	erow_add(t, "create_cq cqe above max_cqe", big ? 0 : -1, errno);
+	if (big)
+		ibv_destroy_cq(big);
+	errno = 0;
+	mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_WRITE);
+	erow_add(t, "reg_mr REMOTE_WRITE without LOCAL_WRITE", mr ? 0 : -1, errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+}
+
+// vmcheck --errnos DEV: run errno_ops on DEV through whichever provider
+// libibverbs picked, and print "provider NAME" and one "row ret err op" line
+// each (the parent, running through ours, reads them).
+static int errnos_main(const char *devname)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	struct ibv_device *dev = list ? find(list, n, devname) : NULL;
+	if (!dev) {
+		printf("provider none\n");
+		return 1;
+	}
+	printf("provider %s\n", provider_name(dev));
+	struct ibv_context *ctx = ibv_open_device(dev);
+	if (!ctx) {
+		printf("row -1 %d open_device\n", errno);
+		return 1;
+	}
+	struct erows t = {0};
+	errno_ops(ctx, &t);
+	for (int i = 0; i < t.n; i++)
+		printf("row %d %d %s\n", t.r[i].ret, t.r[i].err, t.r[i].op);
+	ibv_close_device(ctx);
+	ibv_free_device_list(list);
+	return 0;
+}
+
+static void fmt_outcome(char *b, size_t len, int ret, int err)
+{
+	if (ret == 0)
+		snprintf(b, len, "0, errno %s", err ? errname(err) : "0");
+	else if (ret == -1)
+		snprintf(b, len, "NULL, errno %s", err ? errname(err) : "0");
+	else
+		snprintf(b, len, "%s, errno %s", ret > 0 ? errname(ret) : "negative", err ? errname(err) : "0");
+}
+
+// In the same boot: librxe's outcomes from a child process (stock librxe
+// loaded through RDMAV_DRIVERS, our claim of rxe switched off), ours from
+// this process. A failing op must return what librxe returns and leave errno
+// set to it; a succeeding op must succeed in both.
+static void check_errnos_against_librxe(struct ibv_context *ctx, const char *devname)
+{
+	char self[512], cmd[700], line[256];
+	ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (l <= 0) {
+		result("errno_vs_librxe", 0, "readlink /proc/self/exe: %s", errname(errno));
+		return;
+	}
+	self[l] = 0;
+	snprintf(cmd, sizeof(cmd), "USB4VERBS_CLAIM_RXE=0 RDMAV_DRIVERS=rxe '%s' --errnos '%s'", self, devname);
+	FILE *p = popen(cmd, "r");
+	struct erows rxe = {0}, ours = {0};
+	char prov[64] = "?";
+	while (p && fgets(line, sizeof(line), p)) {
+		line[strcspn(line, "\n")] = 0;
+		int ret, err, off = 0;
+		if (sscanf(line, "provider %63s", prov) == 1)
+			continue;
+		if (sscanf(line, "row %d %d %n", &ret, &err, &off) == 2 && off > 0)
+			erow_add(&rxe, line + off, ret, err);
+	}
+	int st = p ? pclose(p) : -1;
+	if (strcmp(prov, "rxe") != 0 || st != 0 || rxe.n == 0) {
+		result("errno_vs_librxe", 0, "librxe child: provider %s, exit status %d, %d rows (is librxe in the image?)", prov, st,
+		       rxe.n);
+		return;
+	}
+	errno_ops(ctx, &ours);
+	// Each result line below carries its table row (grep '^    | ').
+	printf("    | op | librxe | usb4_rdma |\n    |---|---|---|\n");
+	for (int i = 0; i < ours.n || i < rxe.n; i++) {
+		struct erow *o = i < ours.n ? &ours.r[i] : NULL, *r = i < rxe.n ? &rxe.r[i] : NULL;
+		char ob[64] = "-", rb[64] = "-", name[80];
+		if (o)
+			fmt_outcome(ob, sizeof(ob), o->ret, o->err);
+		if (r)
+			fmt_outcome(rb, sizeof(rb), r->ret, r->err);
+		// Where libibverbs refuses before any system call (an unknown
+		// modify_qp mask bit), librxe's errno stays 0; ours is the returned
+		// code, which is what item 13 asks for, and is accepted.
+		int same = o && r && !strcmp(o->op, r->op) && o->ret == r->ret &&
+			   (o->ret == 0 || o->err == r->err || (r->err == 0 && o->err == o->ret));
+		snprintf(name, sizeof(name), "errno_vs_librxe/%s", o ? o->op : r->op);
+		for (char *c = name; *c; c++)
+			if (*c == ' ' || *c == ',')
+				*c = '_';
+		result(name, same, "| %s | librxe: %s | usb4_rdma: %s |", o ? o->op : r->op, rb, ob);
+	}
 }
 
 // Async events reach libibverbs on ctx->async_fd (the fd our context
@@ -253,8 +487,10 @@ static void check_async_port_events(struct ibv_context *ctx, const char *netdev)
 
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "--errnos") == 0)
+		return errnos_main(argv[2]);
 	if (argc < 4) {
-		fprintf(stderr, "usage: vmcheck DEV0 DEV1 NETDEV1\n");
+		fprintf(stderr, "usage: vmcheck DEV0 DEV1 NETDEV1 | vmcheck --errnos DEV\n");
 		return 2;
 	}
 	int n = 0;
@@ -279,6 +515,7 @@ int main(int argc, char **argv)
 	check_port_speed(ctx);
 	check_dummies(ctx, pd);
 	check_cq_event_and_destroy_wait(ctx, pd);
+	check_errnos_against_librxe(ctx, argv[1]);
 	struct ibv_context *ctx1 = ibv_open_device(d1);
 	if (ctx1) {
 		check_async_port_events(ctx1, argv[3]);

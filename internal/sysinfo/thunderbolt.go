@@ -39,9 +39,19 @@ type Debugfs struct {
 	// Present is true when the directory exists and summary was readable.
 	Present bool `json:"present"`
 	// Summary keeps the "key: value" lines of summary in file order.
-	Summary         []KV     `json:"summary,omitempty"`
-	Peers           []string `json:"peers,omitempty"`
-	ConfiguredLinks []string `json:"configured_links,omitempty"`
+	Summary []KV     `json:"summary,omitempty"`
+	Peers   []string `json:"peers,omitempty"`
+	// PeerList has one entry per "peer N backend=B rails=R" line of peers
+	// (hellas-main:kernel/debugfs.c); the other lines are its rails' details.
+	PeerList        []DebugfsPeer `json:"peer_list,omitempty"`
+	ConfiguredLinks []string      `json:"configured_links,omitempty"`
+}
+
+// DebugfsPeer is one peer host as the module's debugfs peers file lists it.
+type DebugfsPeer struct {
+	ID      int    `json:"id"`
+	Backend string `json:"backend"`
+	Rails   int    `json:"rails"`
 }
 
 // KV is one "key: value" line.
@@ -184,11 +194,40 @@ func (t *tree) debugfs() Debugfs {
 	}
 	if s, ok := t.read(debugfsDir+"/peers", true); ok {
 		d.Peers = nonEmptyLines(s)
+		d.PeerList = parsePeers(d.Peers)
 	}
 	if s, ok := t.read(debugfsDir+"/configured_links", true); ok {
 		d.ConfiguredLinks = nonEmptyLines(s)
 	}
 	return d
+}
+
+// parsePeers picks the "peer N backend=B rails=R" lines out of the peers
+// file; the indented lines under each are its rails and their counters.
+func parsePeers(lines []string) []DebugfsPeer {
+	var out []DebugfsPeer
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 2 || f[0] != "peer" {
+			continue
+		}
+		id, err := strconv.Atoi(f[1])
+		if err != nil {
+			continue
+		}
+		p := DebugfsPeer{ID: id}
+		for _, kv := range f[2:] {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "backend":
+				p.Backend = v
+			case "rails":
+				p.Rails, _ = strconv.Atoi(v)
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // ReadSummary reads the debugfs summary file name (e.g. "summary" or, in a

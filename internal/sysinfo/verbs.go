@@ -44,10 +44,17 @@ type DriverEntry struct {
 	// Installed says whether it exists.
 	Library   string `json:"library,omitempty"`
 	Installed bool   `json:"installed"`
-	// Ours is true when Library is usb4verbs' Go provider (its Go build
-	// info names the usb4verbs module); GoModule is that module path.
+	// Ours is true when Library is usb4verbs' provider: the C front library
+	// (its .usb4verbs section), or a single-file Go build from before the
+	// split (its Go build info names the usb4verbs module). GoModule is the
+	// module path from the Go build info, of the Go part for a front.
 	Ours     bool   `json:"ours"`
 	GoModule string `json:"go_module,omitempty"`
+	// GoPart is, for a front library, the Go part it loads at the first open
+	// (GoPartName in the directory of its real file); GoPartInstalled says
+	// whether that file exists.
+	GoPart          string `json:"go_part,omitempty"`
+	GoPartInstalled bool   `json:"go_part_installed,omitempty"`
 	// OtherPABIs lists the PABIs this name is installed for, besides the
 	// running one.
 	OtherPABIs []int `json:"other_pabis,omitempty"`
@@ -55,6 +62,28 @@ type DriverEntry struct {
 
 // OurModule is the Go module whose build info marks our provider.
 const OurModule = "usb4verbs"
+
+// GoPartName is the file name of the Go part our front library loads from
+// its own directory (cshim/golib.c).
+const GoPartName = "libusb4_rdma-go.so"
+
+// frontSection is the ELF section that marks our C front library
+// (cshim/register.c).
+const frontSection = ".usb4verbs"
+
+func isOurModule(bi *buildinfo.BuildInfo) bool {
+	return bi.Path == OurModule || strings.HasPrefix(bi.Path, OurModule+"/") || bi.Main.Path == OurModule
+}
+
+// isFrontLibrary says whether file carries our front library's marker.
+func isFrontLibrary(file string) bool {
+	f, err := elf.Open(file)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return f.Section(frontSection) != nil
+}
 
 // SupportedPABIs are the PABIs our provider registers under (DESIGN.md
 // decision 2; reference rdma-core-private-abi.md §1).
@@ -260,7 +289,16 @@ func (t *tree) resolveDriver(file, name string, v Libibverbs) DriverEntry {
 			e.Installed = true
 			if bi, err := buildinfo.ReadFile(t.abs(real)); err == nil {
 				e.GoModule = bi.Path
-				e.Ours = bi.Path == OurModule || strings.HasPrefix(bi.Path, OurModule+"/") || bi.Main.Path == OurModule
+				e.Ours = isOurModule(bi)
+			} else if isFrontLibrary(t.abs(real)) {
+				e.Ours = true
+				e.GoPart = path.Join(path.Dir(real), GoPartName)
+				if gp, ok := t.resolve(e.GoPart); ok {
+					e.GoPartInstalled = true
+					if bi, err := buildinfo.ReadFile(t.abs(gp)); err == nil {
+						e.GoModule = bi.Path
+					}
+				}
 			}
 		}
 	}

@@ -112,7 +112,7 @@ if [ "$mode" = uninstall ]; then
   exit 0
 fi
 
-for f in lib/libusb4_rdma.so.$VERSION bin/ibvinfo; do
+for f in lib/libusb4_rdma.so.$VERSION lib/libusb4_rdma-go.so bin/ibvinfo; do
   [ -f "$SRC/$f" ] || die "$SRC/$f is missing: run install.sh from the unpacked tarball"
 done
 # A .driver file that no install of ours recorded most likely belongs to the deb/rpm
@@ -121,7 +121,7 @@ if [ -e "$DESTDIR$driver" ] && [ ! -f "$DESTDIR$manifest" ] && [ "$force" = 0 ];
   die "$DESTDIR$driver exists but this install.sh did not write it (is the usb4verbs package installed?); remove the package, or pass --force"
 fi
 
-files="$provdir/libusb4_rdma.so.$VERSION"
+files="$provdir/libusb4_rdma.so.$VERSION $provdir/libusb4_rdma-go.so"
 for n in $PABIS; do files="$files $provdir/libusb4_rdma-rdmav$n.so"; done
 files="$files $bindir/ibvinfo $driver $docdir/README.md $docdir/PACKAGING.md $docdir/PROVIDER.md"
 
@@ -129,6 +129,9 @@ run mkdir -p "$DESTDIR$provdir" "$DESTDIR$bindir" "$DESTDIR$docdir" "$DESTDIR/et
   "$DESTDIR$(dirname "$manifest")"
 run cp "$SRC/lib/libusb4_rdma.so.$VERSION" "$DESTDIR$provdir/"
 run chmod 755 "$DESTDIR$provdir/libusb4_rdma.so.$VERSION"
+# The Go part: the front loads it from the directory of its own file.
+run cp "$SRC/lib/libusb4_rdma-go.so" "$DESTDIR$provdir/"
+run chmod 755 "$DESTDIR$provdir/libusb4_rdma-go.so"
 # One file, a name per libibverbs private ABI: libibverbs dlopens
 # <dir>/libusb4_rdma-rdmav<PABI>.so for its own PABI only.
 for n in $PABIS; do run ln -sfn "libusb4_rdma.so.$VERSION" "$DESTDIR$provdir/libusb4_rdma-rdmav$n.so"; done

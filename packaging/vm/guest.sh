@@ -61,6 +61,8 @@ for n in 34 57 59 64 65; do
   l=$provdir/libusb4_rdma-rdmav$n.so
   [ -L "$l" ] && [ "$(readlink -f "$l")" = "$real" ] || bad="$bad rdmav$n"
 done
+# The Go part, which the front loads from its own directory at the first open.
+[ -f "$provdir/libusb4_rdma-go.so" ] && [ ! -L "$provdir/libusb4_rdma-go.so" ] || bad="$bad go-part"
 [ "$(cat "$driver" 2>/dev/null)" = "driver usb4_rdma" ] || bad="$bad driver-file"
 [ -x /usr/bin/ibvinfo ] || bad="$bad ibvinfo"
 [ -z "$bad" ] || why="${why:+$why; }wrong or missing:$bad"

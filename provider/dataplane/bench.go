@@ -1,10 +1,13 @@
 package dataplane
 
 /*
+#include <stdlib.h>
 #include "engine.h"
 int usb4v_bench_post_poll(struct usb4v_qp *qp, struct usb4v_cq *cq, struct usb4v_ibv_send_wr *wr, long n);
 int usb4v_bench_poll_empty(struct usb4v_cq *cq, long n, int fast);
 int usb4v_rxe_poll_cq_fast_for_test(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
+int usb4v_stress_post_threads(struct usb4v_qp *qp, struct usb4v_cq *cq, const struct usb4v_ibv_send_wr *tmpl,
+			      int threads, long per);
 */
 import "C"
 
@@ -67,4 +70,32 @@ func (cq *CQ) pollFast(wc []WC) (int, error) {
 		return 0, errnoErr("poll cq (fast path)", n)
 	}
 	return int(n), nil
+}
+
+// postThreadsC has threads C threads post per signaled copies of w on qp
+// through usb4v_post_send, as application threads reach ibv_post_send
+// (without PostSend's Go lock), polling cq when the queue is full, then
+// polls every completion. The caller must not use qp meanwhile.
+func (qp *QP) postThreadsC(cq *CQ, w SendWR, threads, per int) error {
+	if len(w.SGEs) > 1 {
+		return fmt.Errorf("post threads: %w", unix.EINVAL)
+	}
+	wr := (*C.struct_usb4v_ibv_send_wr)(C.calloc(1, C.sizeof_struct_usb4v_ibv_send_wr))
+	sge := (*C.struct_usb4v_ibv_sge)(C.calloc(1, C.sizeof_struct_usb4v_ibv_sge))
+	defer C.free(unsafe.Pointer(wr))
+	defer C.free(unsafe.Pointer(sge))
+	wr.opcode = C.uint32_t(w.Opcode)
+	wr.send_flags = C.uint32_t(w.Flags)
+	if len(w.SGEs) == 1 {
+		*sge = C.struct_usb4v_ibv_sge{addr: C.uint64_t(w.SGEs[0].Addr), length: C.uint32_t(w.SGEs[0].Length), lkey: C.uint32_t(w.SGEs[0].LKey)}
+		wr.sg_list = sge
+		wr.num_sge = 1
+	}
+	u := unsafe.Pointer(&wr.wr)
+	*(*uint64)(u) = w.RemoteAddr
+	*(*uint32)(unsafe.Add(u, 8)) = w.RKey
+	if rc := C.usb4v_stress_post_threads(qp.c, cq.c, wr, C.int(threads), C.long(per)); rc != 0 {
+		return fmt.Errorf("post threads: %w", unix.Errno(rc))
+	}
+	return nil
 }

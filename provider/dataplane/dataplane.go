@@ -39,6 +39,7 @@ const (
 	WRRDMARead         = C.USB4V_WR_RDMA_READ
 	WRAtomicCmpAndSwp  = C.USB4V_WR_ATOMIC_CMP_AND_SWP
 	WRAtomicFetchAdd   = C.USB4V_WR_ATOMIC_FETCH_AND_ADD
+	WRSendWithInv      = C.USB4V_WR_SEND_WITH_INV
 
 	SendFence     = C.USB4V_SEND_FENCE
 	SendSignaled  = C.USB4V_SEND_SIGNALED
@@ -70,6 +71,10 @@ const (
 	QPStateRTS         = C.USB4V_QPS_RTS
 	QPStateErr         = C.USB4V_QPS_ERR
 	DVStaleGeneration  = C.USB4V_USB4_RDMA_DV_CQE_STALE_GEN
+	DVCapsV1           = C.USB4V_USB4_RDMA_DV_CAPS_V1 // SEND, SEND_IMM, WRITE, WRITE_IMM, FENCE
+	DVCapsV2           = C.USB4V_USB4_RDMA_DV_CAPS_V2 // V1, READ and the atomics
+	DVCapRead          = C.USB4V_USB4_RDMA_DV_CAP_READ
+	DVCapFence         = C.USB4V_USB4_RDMA_DV_CAP_FENCE
 	SizeofCreateCQTail = C.sizeof_struct_usb4v_tbv_uresp_create_cq
 )
 
@@ -378,6 +383,7 @@ type QPConfig struct {
 	QPNum      uint32
 	Type       uint32 // QPTypeRC, QPTypeUC, QPTypeUD
 	SqSigAll   bool
+	MaxSendWR  uint32 // granted; sizes a DV send queue
 	MaxSendSGE uint32
 	MaxRecvSGE uint32
 	MaxInline  uint32
@@ -388,11 +394,12 @@ type QPConfig struct {
 
 // QP is a queue pair's data-path object.
 type QP struct {
-	c        *C.struct_usb4v_qp
-	send     scratch
-	recv     scratch
-	sendCQ   *CQ
-	driverID uint32
+	c         *C.struct_usb4v_qp
+	send      scratch
+	recv      scratch
+	sendCQ    *CQ
+	driverID  uint32
+	maxSendWR uint32
 }
 
 // NewQP creates the C object for a QP (kernel commands until AttachRxe or
@@ -415,7 +422,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	if c == nil {
 		return nil, fmt.Errorf("create qp data path: %w", unix.ENOMEM)
 	}
-	return &QP{c: c, sendCQ: cfg.SendCQ}, nil
+	return &QP{c: c, sendCQ: cfg.SendCQ, maxSendWR: cfg.MaxSendWR}, nil
 }
 
 // AttachRxe puts the QP on its rxe SQ and RQ rings (create_qp's sq_mi and
@@ -437,8 +444,8 @@ type DVCaps = C.struct_usb4v_usb4_rdma_dv_query_caps_resp
 // TryDV probes QUERY_CAPS and CREATE_QUEUE and, when both answer well, moves
 // the QP's sends onto a DV send queue. It reports whether DV is in use;
 // otherwise the QP keeps the kernel-command path and FallbackReason says
-// why. Entries of 0 take the kernel's defaults.
-func (qp *QP) TryDV(driverID, sqEntries, cqEntries uint32) bool {
+// why. The DV queue is sized for the QP's granted MaxSendWR.
+func (qp *QP) TryDV(driverID uint32) bool {
 	var caps DVCaps
 	qp.driverID = driverID
 	if rc := C.usb4v_dv_query_caps(qp.c.sys, qp.c.cmd_fd, C.uint32_t(driverID), &caps); rc < 0 {
@@ -449,7 +456,7 @@ func (qp *QP) TryDV(driverID, sqEntries, cqEntries uint32) bool {
 		C.free(unsafe.Pointer(cs))
 		return false
 	}
-	ok := C.usb4v_qp_try_dv(qp.c, C.uint32_t(driverID), &caps, C.uint32_t(sqEntries), C.uint32_t(cqEntries)) == 1
+	ok := C.usb4v_qp_try_dv(qp.c, C.uint32_t(driverID), &caps, C.uint32_t(qp.maxSendWR)) == 1
 	if ok {
 		debugf("qp %d: backend %s", qp.c.qp_num, qp.SendBackend())
 	} else {

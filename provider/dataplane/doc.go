@@ -14,8 +14,20 @@
 //     commands, encoded as the uverbs core decodes them;
 //   - usb4 mapped CQ ring (ABI 2), taken when create_cq's response offers it
 //     and the header validates, else kernel-command polling;
-//   - usb4 DV send queues (v2), with DV and kernel-path send completions
-//     merged in posting order.
+//   - usb4 DV send queues (v2), taken only when QUERY_CAPS covers what the
+//     QP needs (SEND, SEND_IMM, WRITE, WRITE_IMM, FENCE, and READ for RC),
+//     the QP has at most one send SGE and no inline data, and its granted
+//     max_send_wr fits the kernel's DV queue; else kernel commands. A DV QP
+//     never posts through the kernel (both DV module trees answer EBUSY):
+//     what its WQEs cannot carry is refused with EOPNOTSUPP. Its send
+//     completions come from the DV CQ in posting order, merged with the
+//     CQ's other completions; posters hold a per-QP mutex through the KICK.
+//
+// Checked against the usb4 double only (internal/usb4double), which plays
+// pleite-gda's or hellas-gda-v2's DV side as their sources define it: caps,
+// EBUSY on an ordinary post_send to a DV QP, pleite's KICK validation
+// (request tail; -ESTALE, -EOVERFLOW with the queue in error), hellas'
+// NOP-only KICK. Not yet against the real module.
 //
 // Every kernel interaction goes through a syscall seam (struct usb4v_sys) so
 // test doubles of the usb4 kernel side can stand in for it.

@@ -12,13 +12,17 @@
  * cq_tail, copy CQEs and release-store producer.cq_head. Slot = index %
  * entries, so entries are powers of two (2^24 is a multiple of them).
  *
- * Completion order: a QP on DV still posts what DV cannot carry (0 or >1
- * SGE, inline, opcodes outside the caps) through the kernel. Each signaled
- * WR gets a ticket (DV or KERNEL) in posting order; the QP's kernel-path send
- * completions are held in a stash until their ticket reaches the head, so
- * ibv_poll_cq on the send CQ returns both kinds in posting order. Tickets
- * are written under sq_lock (tail) and read under cq->lock (head); the
- * indices are atomics for that hand-over.
+ * One owner of the send queue: both DV kernels answer EBUSY to an ordinary
+ * post_send on a QP that has a DV queue (pleite-gda:kernel/ibdev.c
+ * tbv_qp_post_status, hellas-gda-v2:kernel/ibdev.c tbv_post_send), so a DV
+ * QP never posts through the kernel. What a QP may ask for that a DV WQE
+ * cannot carry (more than one SGE, inline data, an opcode outside the caps)
+ * keeps the QP on kernel commands at create time (usb4v_qp_try_dv); what
+ * is left is refused at post time with EOPNOTSUPP and one log line per QP.
+ * The kernel writes CQEs in SQ order (pleite-gda:kernel/ibdev.c
+ * tbv_dv_flush_completions_locked walks dv_complete_head), so a DV QP's
+ * send completions come out in posting order by construction. The receive
+ * queue stays kernel-owned (tbv_qp_recv_post_status allows it).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,17 +48,37 @@ int usb4v_dv_query_caps(const struct usb4v_sys *sys, int cmd_fd, uint32_t driver
 				  USB4V_USB4_RDMA_DV_METHOD_QUERY_CAPS, &a, 1);
 }
 
-static uint32_t pow2_floor(uint32_t v)
+uint32_t usb4v_dv_caps_needed(uint32_t qp_type)
+{
+	/* What ibv_post_send may ask of any RC/UC QP on this device (the
+	 * kernel-command path serves SEND, SEND_IMM, WRITE, WRITE_IMM, READ and
+	 * the fence flag); atomics are checked per WR, as their use depends on
+	 * the device's atomic_cap, not on the QP. */
+	uint32_t need = USB4V_USB4_RDMA_DV_CAP_SEND | USB4V_USB4_RDMA_DV_CAP_SEND_IMM | USB4V_USB4_RDMA_DV_CAP_WRITE |
+			USB4V_USB4_RDMA_DV_CAP_WRITE_IMM | USB4V_USB4_RDMA_DV_CAP_FENCE;
+	if (qp_type == USB4V_QPT_RC)
+		need |= USB4V_USB4_RDMA_DV_CAP_READ;
+	return need;
+}
+
+static uint32_t pow2_floor_le(uint32_t v)
 {
 	uint32_t p = 1;
 	while (p <= v / 2)
+		p *= 2;
+	return v ? p : 0;
+}
+
+static uint32_t pow2_ceil(uint32_t v)
+{
+	uint32_t p = 1;
+	while (p < v && p <= UINT32_MAX / 2)
 		p *= 2;
 	return p;
 }
 
 int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
-		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps,
-		    uint32_t sq_entries, uint32_t cq_entries)
+		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps, uint32_t max_send_wr)
 {
 	const char *why = NULL;
 	if (caps->abi_version != USB4V_USB4_RDMA_DV_ABI_VERSION)
@@ -72,18 +96,38 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason), "%s", why);
 		return 0;
 	}
-	if (sq_entries == 0)
-		sq_entries = caps->default_sq_entries;
-	if (cq_entries == 0)
-		cq_entries = caps->default_cq_entries;
-	if (sq_entries > caps->max_sq_entries)
-		sq_entries = caps->max_sq_entries;
+	uint32_t need = usb4v_dv_caps_needed(qp->qp_type);
+	if ((caps->caps & need) != need) {
+		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason),
+			 "DV caps 0x%x lack 0x%x that an %s QP needs", caps->caps, need & ~caps->caps,
+			 qp->qp_type == USB4V_QPT_RC ? "RC" : "UC");
+		return 0;
+	}
+	if (qp->max_send_sge > 1) {
+		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason),
+			 "max_send_sge %u: a DV WQE carries one SGE", qp->max_send_sge);
+		return 0;
+	}
+	if (qp->max_inline > 0) {
+		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason),
+			 "max_inline_data %u: a DV WQE carries no inline data", qp->max_inline);
+		return 0;
+	}
+	/* The QP was granted max_send_wr outstanding sends: the DV SQ holds
+	 * that many (a power of two, as slot = 24-bit index % entries must
+	 * not jump at the index wrap), and its CQ twice that, so that every
+	 * WQE's CQE fits (errors complete even unsignaled:
+	 * pleite-gda:kernel/ibdev.c tbv_dv_slot_complete). A grant the
+	 * kernel's DV queue cannot hold stays on kernel commands. */
+	uint32_t sq_entries = pow2_ceil(max_send_wr < USB4V_USB4_RDMA_DV_MIN_QUEUE_ENTRIES ?
+						USB4V_USB4_RDMA_DV_MIN_QUEUE_ENTRIES : max_send_wr);
+	uint32_t cq_entries = sq_entries <= UINT32_MAX / 2 ? 2 * sq_entries : sq_entries;
 	if (cq_entries > caps->max_cq_entries)
-		cq_entries = caps->max_cq_entries;
-	sq_entries = pow2_floor(sq_entries);
-	cq_entries = pow2_floor(cq_entries);
-	if (sq_entries < USB4V_USB4_RDMA_DV_MIN_QUEUE_ENTRIES || cq_entries < USB4V_USB4_RDMA_DV_MIN_QUEUE_ENTRIES) {
-		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason), "queue depth below minimum");
+		cq_entries = pow2_floor_le(caps->max_cq_entries);
+	if (sq_entries > caps->max_sq_entries || cq_entries < sq_entries) {
+		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason),
+			 "max_send_wr %u above what the DV queue holds (%u SQ, %u CQ entries)", max_send_wr,
+			 caps->max_sq_entries, caps->max_cq_entries);
 		return 0;
 	}
 
@@ -97,6 +141,13 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	dv->cq = aligned_alloc(4096, (cq_bytes + 4095) & ~(size_t)4095);
 	dv->db = aligned_alloc(4096, 4096);
 	if (!dv->sq || !dv->cq || !dv->db) {
+		free(dv->sq);
+		free(dv->cq);
+		free(dv->db);
+		free(dv);
+		return -ENOMEM;
+	}
+	if (pthread_mutex_init(&dv->post_mu, NULL)) {
 		free(dv->sq);
 		free(dv->cq);
 		free(dv->db);
@@ -137,6 +188,7 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 		rc = -EPROTO; /* generation must fit the 8 packed bits and match the page */
 	if (rc < 0) {
 		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason), "CREATE_QUEUE failed: errno %d", -rc);
+		pthread_mutex_destroy(&dv->post_mu);
 		free(dv->sq);
 		free(dv->cq);
 		free(dv->db);
@@ -162,8 +214,9 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	return 1;
 }
 
-/* Returns 0 (encoded), EOPNOTSUPP (valid, but DV cannot carry it: use the
- * kernel path) or EINVAL. */
+/* Returns 0 (encoded), EOPNOTSUPP (valid verbs, but this DV queue cannot
+ * carry it) or EINVAL. A WQE has one SGE; none is a zero length, which the
+ * kernel posts without an SGE (pleite-gda:kernel/ibdev.c tbv_dv_post_wqe). */
 int usb4v_dv_encode_wqe(const struct usb4v_ibv_send_wr *wr, uint32_t caps, uint8_t gen,
 			struct usb4v_usb4_rdma_dv_wqe *out)
 {
@@ -185,19 +238,23 @@ int usb4v_dv_encode_wqe(const struct usb4v_ibv_send_wr *wr, uint32_t caps, uint8
 	default:
 		return EOPNOTSUPP;
 	}
-	if (!(caps & need) || wr->num_sge != 1 || (wr->send_flags & USB4V_SEND_INLINE))
+	if (wr->num_sge > 1)
+		return EINVAL; /* above the QP's max_send_sge, which is 1 on DV */
+	if (!(caps & need) || (wr->send_flags & USB4V_SEND_INLINE))
 		return EOPNOTSUPP;
 	if ((wr->send_flags & USB4V_SEND_FENCE) && !(caps & USB4V_USB4_RDMA_DV_CAP_FENCE))
 		return EOPNOTSUPP;
 	int atomic = op >= USB4V_USB4_RDMA_DV_WQE_ATOMIC_FETCH_ADD;
-	if (atomic && (wr->sg_list[0].length != 8 || (wr->wr.atomic.remote_addr & 7)))
+	if (atomic && (wr->num_sge != 1 || wr->sg_list[0].length != 8 || (wr->wr.atomic.remote_addr & 7)))
 		return EINVAL;
 	memset(out, 0, sizeof(*out));
 	out->opcode = op;
-	out->length = wr->sg_list[0].length;
 	out->wr_id = wr->wr_id;
-	out->local_addr = wr->sg_list[0].addr;
-	out->lkey = wr->sg_list[0].lkey;
+	if (wr->num_sge == 1) {
+		out->length = wr->sg_list[0].length;
+		out->local_addr = wr->sg_list[0].addr;
+		out->lkey = wr->sg_list[0].lkey;
+	}
 	out->generation = gen;
 	/* ibv_send_wr carries imm_data in network order; the DV WQE wants it in
 	 * CPU order (pleite-gda:kernel/ibdev.c tbv_dv_post_wqe converts it with
@@ -258,17 +315,6 @@ void usb4v_dv_cqe_to_ibv(const struct usb4v_usb4_rdma_dv_cqe *cqe, uint32_t qp_n
 	}
 }
 
-static int ticket_push(struct usb4v_dv *dv, uint8_t kind)
-{
-	uint32_t t = __atomic_load_n(&dv->t_tail, __ATOMIC_RELAXED);
-	uint32_t h = __atomic_load_n(&dv->t_head, __ATOMIC_ACQUIRE);
-	if (t - h >= USB4V_DV_TICKETS)
-		return ENOMEM;
-	dv->tickets[t % USB4V_DV_TICKETS] = kind;
-	__atomic_store_n(&dv->t_tail, t + 1, __ATOMIC_RELEASE);
-	return 0;
-}
-
 static int dv_kick(struct usb4v_qp *qp, uint32_t packed_tail)
 {
 	struct usb4v_usb4_rdma_dv_kick k = { .sq_tail = packed_tail };
@@ -284,42 +330,46 @@ static int dv_kick(struct usb4v_qp *qp, uint32_t packed_tail)
 	return rc < 0 ? -rc : 0;
 }
 
+static const char *wr_opcode_name(uint32_t op)
+{
+	switch (op) {
+	case USB4V_WR_RDMA_WRITE: return "RDMA_WRITE";
+	case USB4V_WR_RDMA_WRITE_WITH_IMM: return "RDMA_WRITE_WITH_IMM";
+	case USB4V_WR_SEND: return "SEND";
+	case USB4V_WR_SEND_WITH_IMM: return "SEND_WITH_IMM";
+	case USB4V_WR_RDMA_READ: return "RDMA_READ";
+	case USB4V_WR_ATOMIC_CMP_AND_SWP: return "ATOMIC_CMP_AND_SWP";
+	case USB4V_WR_ATOMIC_FETCH_AND_ADD: return "ATOMIC_FETCH_AND_ADD";
+	default: return "this opcode";
+	}
+}
+
+/* One line per QP: a program that posts what DV cannot carry in a loop
+ * would otherwise flood stderr. */
+static void log_refusal(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
+{
+	struct usb4v_dv *dv = qp->dv;
+	if (__atomic_exchange_n(&dv->refusal_logged, 1, __ATOMIC_RELAXED))
+		return;
+	fprintf(stderr,
+		"libusb4_rdma: qp 0x%x: %s%s is not carried by the kernel's DV send queue (caps 0x%x); "
+		"refused with EOPNOTSUPP (logged once per QP)\n",
+		qp->qp_num, wr_opcode_name(wr->opcode), (wr->send_flags & USB4V_SEND_INLINE) ? " with IBV_SEND_INLINE" : "",
+		dv->caps);
+}
+
 int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad)
 {
 	struct usb4v_dv *dv = qp->dv;
 	int rc = 0, pending_kick = 0;
-	pthread_spin_lock(&qp->sq_lock);
+	pthread_mutex_lock(&dv->post_mu);
 	for (; wr; wr = wr->next) {
 		int signaled = qp->sq_sig_all || (wr->send_flags & USB4V_SEND_SIGNALED);
 		struct usb4v_usb4_rdma_dv_wqe wqe;
 		int enc = usb4v_dv_encode_wqe(wr, dv->caps, dv->gen, &wqe);
-		if (enc == EOPNOTSUPP) {
-			/* Kernel path for this one WR. Kick first so the DV WRs
-			 * before it are admitted first. */
-			if (pending_kick) {
-				rc = dv_kick(qp, usb4v_dv_pack(dv->sq_tail, dv->gen));
-				pending_kick = 0;
-				if (rc) {
-					*bad = wr;
-					break;
-				}
-			}
-			struct usb4v_ibv_send_wr one = *wr, *b = NULL;
-			one.next = NULL;
-			if (signaled && (rc = ticket_push(dv, USB4V_TICKET_KERNEL)) != 0) {
-				*bad = wr;
-				break;
-			}
-			rc = usb4v_kcmd_post_send(qp, &one, &b);
-			if (rc) {
-				if (signaled) /* take the ticket back */
-					__atomic_store_n(&dv->t_tail, dv->t_tail - 1, __ATOMIC_RELEASE);
-				*bad = wr;
-				break;
-			}
-			continue;
-		}
 		if (enc) {
+			if (enc == EOPNOTSUPP)
+				log_refusal(qp, wr);
 			rc = enc;
 			*bad = wr;
 			break;
@@ -333,10 +383,6 @@ int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct
 			*bad = wr;
 			break;
 		}
-		if (signaled && (rc = ticket_push(dv, USB4V_TICKET_DV)) != 0) {
-			*bad = wr;
-			break;
-		}
 		if (signaled)
 			__atomic_add_fetch(&dv->signaled_inflight, 1, __ATOMIC_RELEASE);
 		dv->sq[dv->sq_tail % dv->sq_entries] = wqe;
@@ -344,23 +390,31 @@ int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct
 		__atomic_store_n(USB4V_DB_PRODUCER(dv->db, sq_tail), usb4v_dv_pack(dv->sq_tail, dv->gen), __ATOMIC_RELEASE);
 		pending_kick = 1;
 	}
-	uint32_t tail = usb4v_dv_pack(dv->sq_tail, dv->gen);
-	pthread_spin_unlock(&qp->sq_lock);
+	/* KICK under post_mu: no other poster can publish (and kick) a later
+	 * tail before the kernel has seen this one. */
 	if (pending_kick && dv->kick) {
-		int k = dv_kick(qp, tail);
+		int k = dv_kick(qp, usb4v_dv_pack(dv->sq_tail, dv->gen));
 		if (k && !rc)
 			rc = k;
 	}
+	pthread_mutex_unlock(&dv->post_mu);
 	return rc;
 }
 
-/* Next DV CQE of the QP, or NULL. Caller holds the send CQ's lock. */
-static const struct usb4v_usb4_rdma_dv_cqe *dv_peek(struct usb4v_dv *dv)
+/* Next DV CQE of the QP, or NULL. *broken is set when the kernel's cq_tail
+ * claims more CQEs than the DV CQ holds: nothing in it can be trusted.
+ * Caller holds the send CQ's lock. */
+static const struct usb4v_usb4_rdma_dv_cqe *dv_peek(struct usb4v_dv *dv, int *broken)
 {
 	uint32_t tail = __atomic_load_n(USB4V_DB_CONSUMER(dv->db, cq_tail), __ATOMIC_ACQUIRE);
 	if ((tail >> 24) != dv->gen)
 		return NULL; /* stale lifetime: nothing valid to read */
-	if ((tail & IDX_MASK) == dv->cq_head)
+	uint32_t avail = ((tail & IDX_MASK) - dv->cq_head) & IDX_MASK;
+	if (avail > dv->cq_entries) {
+		*broken = 1;
+		return NULL;
+	}
+	if (avail == 0)
 		return NULL;
 	return &dv->cq[dv->cq_head % dv->cq_entries];
 }
@@ -376,50 +430,27 @@ int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	int n = 0;
 	for (struct usb4v_qp *qp = cq->dv_qps; qp && n < ne; qp = qp->dv_next) {
 		struct usb4v_dv *dv = qp->dv;
-		while (n < ne) {
-			uint32_t h = dv->t_head, t = __atomic_load_n(&dv->t_tail, __ATOMIC_ACQUIRE);
-			uint8_t kind = h != t ? dv->tickets[h % USB4V_DV_TICKETS] : 0;
-			const struct usb4v_usb4_rdma_dv_cqe *cqe = dv_peek(dv);
-			if (cqe && kind != USB4V_TICKET_KERNEL) {
-				struct usb4v_usb4_rdma_dv_cqe copy = *cqe;
-				dv_pop(dv);
-				usb4v_dv_cqe_to_ibv(&copy, qp->qp_num, &wc[n++]);
-				if (kind == USB4V_TICKET_DV) {
-					__atomic_store_n(&dv->t_head, h + 1, __ATOMIC_RELEASE);
-					__atomic_sub_fetch(&dv->signaled_inflight, 1, __ATOMIC_RELEASE);
-				}
-				continue;
-			}
-			if (kind == USB4V_TICKET_KERNEL && dv->s_head != dv->s_tail) {
-				wc[n++] = dv->stash[dv->s_head % 64];
-				dv->s_head++;
-				__atomic_store_n(&dv->t_head, h + 1, __ATOMIC_RELEASE);
-				continue;
-			}
-			break;
+		const struct usb4v_usb4_rdma_dv_cqe *cqe;
+		int broken = 0;
+		while (n < ne && (cqe = dv_peek(dv, &broken)) != NULL) {
+			struct usb4v_usb4_rdma_dv_cqe copy = *cqe;
+			dv_pop(dv);
+			usb4v_dv_cqe_to_ibv(&copy, qp->qp_num, &wc[n++]);
+			/* Every CQE stands for a signaled WR or an error one;
+			 * only the former were counted. */
+			uint32_t in = __atomic_load_n(&dv->signaled_inflight, __ATOMIC_ACQUIRE);
+			if (in)
+				__atomic_sub_fetch(&dv->signaled_inflight, 1, __ATOMIC_RELEASE);
+		}
+		if (broken) {
+			/* Latched like a mapped-ring overrun (cqring.c): the
+			 * CQ's completions can no longer be trusted. */
+			fprintf(stderr, "libusb4_rdma: qp 0x%x: the kernel's DV cq_tail is more than %u CQEs "
+					"ahead of ours; send CQ marked broken (EIO)\n", qp->qp_num, dv->cq_entries);
+			cq->error = -EIO;
+			cq->slow |= USB4V_CQ_SLOW_ERROR;
+			return n ? n : -EIO; /* what was copied is delivered; the next poll says EIO */
 		}
 	}
 	return n;
-}
-
-int usb4v_dv_route_kernel_wc(struct usb4v_cq *cq, const struct usb4v_ibv_wc *wc)
-{
-	if (wc->opcode & USB4V_WC_RECV)
-		return 0;
-	for (struct usb4v_qp *qp = cq->dv_qps; qp; qp = qp->dv_next) {
-		if (qp->qp_num != wc->qp_num)
-			continue;
-		struct usb4v_dv *dv = qp->dv;
-		/* Only hold it if a KERNEL ticket is waiting for it. */
-		uint32_t waiting = 0, t = __atomic_load_n(&dv->t_tail, __ATOMIC_ACQUIRE);
-		for (uint32_t i = dv->t_head; i != t; i++)
-			if (dv->tickets[i % USB4V_DV_TICKETS] == USB4V_TICKET_KERNEL)
-				waiting++;
-		if (waiting <= dv->s_tail - dv->s_head || dv->s_tail - dv->s_head >= 64)
-			return 0;
-		dv->stash[dv->s_tail % 64] = *wc;
-		dv->s_tail++;
-		return 1;
-	}
-	return 0;
 }

@@ -227,27 +227,17 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 		n = poll_backend(cq, ne, wc);
 		goto out;
 	}
-	/* DV QPs feed this CQ: merge so each QP's send completions come out in
-	 * posting order whichever path (DV queue or kernel) carried them. */
+	/* DV QPs feed this CQ: their send completions come from their DV CQs,
+	 * everything else (receives, other QPs) from the backend. */
 	n = usb4v_dv_poll_merge(cq, ne, wc);
-	if (n < ne) {
+	if (n >= 0 && n < ne) {
 		int m = poll_backend(cq, ne - n, wc + n);
 		if (m < 0) {
 			if (n == 0)
 				n = m;
 			goto out;
 		}
-		int kept = 0;
-		for (int i = 0; i < m; i++) {
-			if (usb4v_dv_route_kernel_wc(cq, &wc[n + i]))
-				continue; /* held back for its QP's order */
-			if (kept != i)
-				wc[n + kept] = wc[n + i];
-			kept++;
-		}
-		n += kept;
-		if (n < ne)
-			n += usb4v_dv_poll_merge(cq, ne - n, wc + n);
+		n += m;
 	}
 out:
 	pthread_spin_unlock(&cq->lock);
@@ -510,6 +500,7 @@ static void qp_release(struct usb4v_qp *qp, uint32_t driver_id, int destroy_queu
 		if (!cq->dv_qps)
 			cq->slow &= ~(uint32_t)USB4V_CQ_SLOW_DV;
 		pthread_spin_unlock(&cq->lock);
+		pthread_mutex_destroy(&qp->dv->post_mu);
 		free(qp->dv->sq);
 		free(qp->dv->cq);
 		free(qp->dv->db);

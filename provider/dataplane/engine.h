@@ -208,10 +208,6 @@ struct usb4v_rxe_ring {
 
 struct usb4v_qp;
 
-/* DV send-completion order: one ticket per completion the QP must report. */
-#define USB4V_DV_TICKETS 4096
-enum { USB4V_TICKET_DV = 1, USB4V_TICKET_KERNEL = 2 };
-
 struct usb4v_dv {
 	struct usb4v_usb4_rdma_dv_wqe *sq;
 	struct usb4v_usb4_rdma_dv_cqe *cq;
@@ -221,14 +217,15 @@ struct usb4v_dv {
 	uint8_t gen;
 	uint32_t sq_tail;        /* private producer counter (24-bit space) */
 	uint32_t cq_head;        /* private consumer counter */
-	uint32_t signaled_inflight;
-	/* tickets: ring of USB4V_TICKET_* in posting order, under sq_lock/cq lock */
-	uint8_t tickets[USB4V_DV_TICKETS];
-	uint32_t t_head, t_tail;
-	/* kernel-path send completions of this QP held back to keep order */
-	struct usb4v_ibv_wc stash[64];
-	uint32_t s_head, s_tail;
-	int kick; /* ring KICK once per batch */
+	/* Serialises posters from writing a WQE to the KICK that carries its
+	 * tail: a KICK with a tail another poster already kicked past marks
+	 * the queue in error (pleite-gda:kernel/ibdev.c tbv_dv_drain_sq_locked:
+	 * -EOVERFLOW), and the KICK is a system call, so a mutex, not a
+	 * spinlock. */
+	pthread_mutex_t post_mu;
+	uint32_t signaled_inflight; /* bounds what the DV CQ must hold */
+	int kick;                   /* ring KICK once per batch */
+	int refusal_logged;         /* one EOPNOTSUPP log line per QP */
 };
 
 struct usb4v_cq {
@@ -346,10 +343,11 @@ int usb4v_qp_attach_rxe(struct usb4v_qp *qp, void *sq_addr, uint64_t sq_off, siz
 /* usb4 DV: QUERY_CAPS answer (0 or -errno). */
 int usb4v_dv_query_caps(const struct usb4v_sys *sys, int cmd_fd, uint32_t driver_id,
 			struct usb4v_usb4_rdma_dv_query_caps_resp *caps);
-/* usb4 DV: CREATE_QUEUE for this QP; 1 when in use, 0 when it fell back. */
+/* usb4 DV: CREATE_QUEUE for this QP, sized for its granted max_send_wr;
+ * 1 when in use, 0 when it stays on kernel commands (reason in
+ * qp->fallback_reason). */
 int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
-		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps,
-		    uint32_t sq_entries, uint32_t cq_entries);
+		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps, uint32_t max_send_wr);
 void usb4v_qp_set_state(struct usb4v_qp *qp, int state);
 /* Detach (DESTROY_QUEUE, unmap, unlink) and free, while the kernel QP lives
  * (or with the whole context going away). */
@@ -399,8 +397,10 @@ int usb4v_shm_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 int usb4v_shm_validate(const struct usb4v_tbv_cq_shm *hdr, const struct usb4v_tbv_uresp_create_cq *tail,
 		       uint32_t requested_cqe, size_t mapped_len, const char **why);
 int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
+/* DV CQEs of the CQ's DV QPs: a count, or -EIO (latched on cq). */
 int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
-int usb4v_dv_route_kernel_wc(struct usb4v_cq *cq, const struct usb4v_ibv_wc *wc);
+/* The DV caps an RC or UC QP needs before it gets a DV queue. */
+uint32_t usb4v_dv_caps_needed(uint32_t qp_type);
 int usb4v_dv_encode_wqe(const struct usb4v_ibv_send_wr *wr, uint32_t caps, uint8_t gen,
 			struct usb4v_usb4_rdma_dv_wqe *out);
 void usb4v_dv_cqe_to_ibv(const struct usb4v_usb4_rdma_dv_cqe *cqe, uint32_t qp_num, struct usb4v_ibv_wc *out);

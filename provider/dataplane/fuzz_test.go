@@ -94,11 +94,16 @@ func FuzzDVWQEEncode(f *testing.F) {
 		default:
 			t.Fatalf("rc %d", rc)
 		}
-		if len(w.SGEs) != 1 || flags&SendInline != 0 {
+		if len(w.SGEs) > 1 || flags&SendInline != 0 {
 			t.Fatalf("encoded a WR DV cannot carry: %+v", w)
 		}
-		if le.Uint32(wqe[4:]) != length || le.Uint64(wqe[8:]) != 7 || le.Uint32(wqe[44:]) != uint32(gen) ||
-			le.Uint64(wqe[16:]) != 0x5000 || le.Uint32(wqe[24:]) != 9 {
+		// No SGE is a zero-length WQE without a local address.
+		wantLen, wantAddr, wantKey := length, uint64(0x5000), uint32(9)
+		if len(w.SGEs) == 0 {
+			wantLen, wantAddr, wantKey = 0, 0, 0
+		}
+		if le.Uint32(wqe[4:]) != wantLen || le.Uint64(wqe[8:]) != 7 || le.Uint32(wqe[44:]) != uint32(gen) ||
+			le.Uint64(wqe[16:]) != wantAddr || le.Uint32(wqe[24:]) != wantKey {
 			t.Fatalf("WQE fields wrong: %x", wqe)
 		}
 		if op := le.Uint16(wqe[:]); op == 0 || op > 8 {

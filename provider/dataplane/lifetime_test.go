@@ -82,8 +82,8 @@ func TestDVCreateDestroyFromTwoThreads(t *testing.T) {
 					return
 				}
 				qp, _ := NewQP(QPConfig{Sys: d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC,
-					MaxSendSGE: 4, MaxRecvSGE: 1, SendCQ: cq, RecvCQ: cq})
-				if !qp.TryDV(0, 64, 128) {
+					MaxSendSGE: 1, MaxRecvSGE: 1, MaxSendWR: 64, SendCQ: cq, RecvCQ: cq})
+				if !qp.TryDV(0) {
 					errs <- "TryDV: " + qp.FallbackReason()
 					return
 				}

@@ -25,6 +25,7 @@ type usb4Env struct {
 	qpnA, qpnB    uint32
 	wantCQBackend string
 	wantQPBackend string
+	sendSGE       uint32 // max_send_sge of the env's QPs
 }
 
 // The three usb4 backends the semantic list runs against.
@@ -34,7 +35,12 @@ func newUSB4Env(t *testing.T, mode string, cqe uint32) *usb4Env { return newUSB4
 
 func newUSB4EnvTB(t testing.TB, mode string, cqe uint32) *usb4Env {
 	t.Helper()
-	e := &usb4Env{d: usb4double.New()}
+	// A DV WQE carries one SGE: QPs that ask for more stay on kernel
+	// commands, so the DV env's QPs ask for one.
+	e := &usb4Env{d: usb4double.New(), sendSGE: 4}
+	if mode == "dv" {
+		e.sendSGE = 1
+	}
 	t.Cleanup(e.close)
 	switch mode {
 	case "kcmd":
@@ -83,16 +89,29 @@ func (e *usb4Env) newCQ(t testing.TB, cqe uint32) (*CQ, uint32) {
 }
 
 func (e *usb4Env) newQP(t testing.TB, cq *CQ, hcq uint32) (*QP, uint32, uint32) {
-	h, qpn, err := e.d.CreateQP(QPTypeRC, hcq, hcq)
+	sge := e.sendSGE
+	if sge == 0 {
+		sge = 1
+	}
+	return e.newQPWith(t, cq, hcq, QPConfig{Type: QPTypeRC, MaxSendSGE: sge})
+}
+
+// newQPWith creates a QP on the double as cfg says (Type, MaxSendSGE,
+// MaxInline) and tries DV on it, as cshim does.
+func (e *usb4Env) newQPWith(t testing.TB, cq *CQ, hcq uint32, cfg QPConfig) (*QP, uint32, uint32) {
+	h, qpn, err := e.d.CreateQP(cfg.Type, hcq, hcq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC,
-		MaxSendSGE: 4, MaxRecvSGE: 1, SendCQ: cq, RecvCQ: cq})
+	cfg.Sys, cfg.CmdFd, cfg.Handle, cfg.QPNum, cfg.MaxRecvSGE, cfg.SendCQ, cfg.RecvCQ = e.d.Sys(), 3, h, qpn, 1, cq, cq
+	if cfg.MaxSendWR == 0 {
+		cfg.MaxSendWR = 64
+	}
+	qp, err := NewQP(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp.TryDV(0, 64, 128)
+	qp.TryDV(0)
 	return qp, h, qpn
 }
 
@@ -129,9 +148,18 @@ func TestUSB4SendRecvMultiSGE(t *testing.T) {
 		if err := e.qpB.PostRecv([]RecvWR{{WrID: 77, SGEs: []SGE{e.sgeB(1000, 512)}}}); err != nil {
 			t.Fatal(err)
 		}
-		// Two SGEs: DV carries one, so on DV this one goes the kernel way.
 		err := e.qpA.PostSend([]SendWR{{WrID: 5, Opcode: WRSend, Flags: SendSignaled,
 			SGEs: []SGE{e.sgeA(0, 100), e.sgeA(200, 100)}}})
+		if e.sendSGE < 2 {
+			// The DV QP was granted one SGE: two are above its
+			// max_send_sge (TestUSB4DVNeverPostsThroughKernel has the
+			// 2-SGE QP, which stays on kernel commands).
+			var pe *PostError
+			if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, unix.EINVAL) {
+				t.Fatalf("2 SGEs on a 1-SGE QP: %v, want EINVAL at WR 0", err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,19 +375,19 @@ func TestUSB4CompletionEvent(t *testing.T) {
 	})
 }
 
-// DV: completions of WRs that went the kernel way come out in posting order
-// with the DV ones.
-func TestUSB4DVMergeOrder(t *testing.T) {
+// DV: a batch of DV WRs, one unsignaled, completes in posting order and
+// rings KICK.
+func TestUSB4DVOrderAndKick(t *testing.T) {
 	e := newUSB4Env(t, "dv", 64)
-	if err := e.qpB.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeB(0, 64)}}, {WrID: 2, SGEs: []SGE{e.sgeB(64, 64)}}}); err != nil {
+	if err := e.qpB.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeB(0, 64)}}, {WrID: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	ioctls := e.d.Ioctls()
 	err := e.qpA.PostSend([]SendWR{
-		{WrID: 1, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 16)}},                                                    // DV
-		{WrID: 2, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeA(16, 8), e.sgeA(32, 8)}},                                     // kernel
-		{WrID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB) + 512, RKey: e.rkeyB}, // DV
-		{WrID: 4, Opcode: WRRDMAWrite, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB) + 600, RKey: e.rkeyB},                      // DV, unsignaled
+		{WrID: 1, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 16)}},
+		{WrID: 2, Opcode: WRSend, Flags: SendSignaled}, // no SGE: a zero-length WQE
+		{WrID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB) + 512, RKey: e.rkeyB},
+		{WrID: 4, Opcode: WRRDMAWrite, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB) + 600, RKey: e.rkeyB}, // unsignaled
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -374,6 +402,228 @@ func TestUSB4DVMergeOrder(t *testing.T) {
 		}
 	}
 	expectEmpty(t, e.cqA)
+	if r := pollN(t, e.cqB, 2); r[1].WrID != 2 || r[1].ByteLen != 0 {
+		t.Fatalf("zero-length send arrived as %+v", r[1])
+	}
+}
+
+// issue 11: both DV trees answer EBUSY to an ordinary post_send on a QP with a
+// DV queue. A QP that may ask for what a DV WQE cannot carry stays on
+// kernel commands; on a DV QP what is left is refused with EOPNOTSUPP.
+func TestUSB4DVNeverPostsThroughKernel(t *testing.T) {
+	e := newUSB4Env(t, "dv", 256)
+	t.Run("two SGEs stay on kernel commands", func(t *testing.T) {
+		qp, _, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 2})
+		defer qp.Close()
+		if qp.SendBackend() != BackendKCmd || !strings.Contains(qp.FallbackReason(), "max_send_sge 2") {
+			t.Fatalf("backend %q reason %q, want kernel commands for max_send_sge 2", qp.SendBackend(), qp.FallbackReason())
+		}
+	})
+	t.Run("inline stays on kernel commands", func(t *testing.T) {
+		qp, _, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 1, MaxInline: 64})
+		defer qp.Close()
+		if qp.SendBackend() != BackendKCmd || !strings.Contains(qp.FallbackReason(), "inline") {
+			t.Fatalf("backend %q reason %q, want kernel commands for inline", qp.SendBackend(), qp.FallbackReason())
+		}
+	})
+	t.Run("refused on a DV QP", func(t *testing.T) {
+		var pe *PostError
+		err := e.qpA.PostSend([]SendWR{
+			{WrID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB},
+			{WrID: 2, Opcode: WRSend, Flags: SendInline | SendSignaled, SGEs: []SGE{e.sgeA(0, 8)}},
+		})
+		if !errors.As(err, &pe) || pe.Index != 1 || !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Fatalf("inline on a DV QP: %v, want EOPNOTSUPP at WR 1", err)
+		}
+		if s := pollN(t, e.cqA, 1)[0]; s.WrID != 1 || s.Status != WCSuccess {
+			t.Fatalf("WR before the refused one: %+v", s)
+		}
+		err = e.qpA.PostSend([]SendWR{{WrID: 3, Opcode: WRSendWithInv, SGEs: []SGE{e.sgeA(0, 8)}}})
+		if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Fatalf("SEND_WITH_INV on a DV QP: %v, want EOPNOTSUPP", err)
+		}
+	})
+	t.Run("atomics outside the caps", func(t *testing.T) {
+		d := usb4double.New()
+		d.SetDVCaps(DVCapsV1 | DVCapRead)
+		e2 := &usb4Env{d: d}
+		t.Cleanup(e2.close)
+		e2.cqA, e2.hcqA = e2.newCQ(t, 16)
+		e2.qpA, e2.hqpA, e2.qpnA = e2.newQP(t, e2.cqA, e2.hcqA)
+		if e2.qpA.SendBackend() != BackendDV {
+			t.Fatalf("backend %q (%s), want DV", e2.qpA.SendBackend(), e2.qpA.FallbackReason())
+		}
+		e2.bufA = pinned(t, 4096)
+		e2.lkeyA, e2.rkeyA, _ = d.RegMR(ptr(e2.bufA), 4096, accAll)
+		err := e2.qpA.PostSend([]SendWR{{WrID: 1, Opcode: WRAtomicFetchAdd, Flags: SendSignaled, SGEs: []SGE{e2.sgeA(0, 8)},
+			RemoteAddr: addr(e2.bufA) + 64, RKey: e2.rkeyA, CompareAdd: 1}})
+		var pe *PostError
+		if !errors.As(err, &pe) || pe.Index != 0 || !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Fatalf("atomic without the DV cap: %v, want EOPNOTSUPP", err)
+		}
+	})
+	if n := e.d.PostSendBusy(); n != 0 {
+		t.Fatalf("%d ordinary post_sends reached the kernel on a DV QP (the module answers EBUSY)", n)
+	}
+}
+
+// issue 11: attach DV only when the caps cover what the QP needs.
+// hellas-gda-v2 answers caps = 0; a kernel without READ cannot carry RC.
+func TestUSB4DVAttachNeedsCaps(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		model  int
+		caps   uint32
+		qpType uint32
+		want   string
+		reason string
+	}{
+		{"hellas-gda-v2 caps 0", usb4double.DVHellasGDAv2, 0, QPTypeRC, BackendKCmd, "DV caps 0x0 lack 0x3f"},
+		{"pleite caps V2 RC", usb4double.DVPleite, DVCapsV2, QPTypeRC, BackendDV, ""},
+		{"caps V1 RC lacks READ", usb4double.DVPleite, DVCapsV1, QPTypeRC, BackendKCmd, "lack 0x20"},
+		{"caps V1 UC", usb4double.DVPleite, DVCapsV1, QPTypeUC, BackendDV, ""},
+		{"no FENCE", usb4double.DVPleite, DVCapsV2 &^ DVCapFence, QPTypeUC, BackendKCmd, "lack 0x10"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := usb4double.New()
+			d.SetDVModel(c.model)
+			d.SetDVCaps(c.caps)
+			e := &usb4Env{d: d}
+			t.Cleanup(e.close)
+			e.cqA, e.hcqA = e.newCQ(t, 16)
+			e.cqB, e.hcqB = e.newCQ(t, 16)
+			e.qpA, e.hqpA, e.qpnA = e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: c.qpType, MaxSendSGE: 1})
+			e.qpB, e.hqpB, e.qpnB = e.newQPWith(t, e.cqB, e.hcqB, QPConfig{Type: c.qpType, MaxSendSGE: 1})
+			d.Connect(e.hqpA, e.hqpB)
+			if got := e.qpA.SendBackend(); got != c.want || !strings.Contains(e.qpA.FallbackReason(), c.reason) {
+				t.Fatalf("backend %q reason %q, want %q and %q", got, e.qpA.FallbackReason(), c.want, c.reason)
+			}
+			// Whichever path was chosen carries a write.
+			e.bufA = pinned(t, 4096)
+			e.lkeyA, e.rkeyA, _ = d.RegMR(ptr(e.bufA), 4096, accAll)
+			fill(e.bufA[:8], 3)
+			err := e.qpA.PostSend([]SendWR{{WrID: 9, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)},
+				RemoteAddr: addr(e.bufA) + 100, RKey: e.rkeyA}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := pollN(t, e.cqA, 1)[0]; s.WrID != 9 || s.Status != WCSuccess || !bytes.Equal(e.bufA[100:108], e.bufA[:8]) {
+				t.Fatalf("write on %s: %+v", c.want, s)
+			}
+		})
+	}
+}
+
+// issue 12 item 4: more than 64 kernel-path send completions in one poll
+// overflowed the 64-entry DV stash (completions reordered, a ticket
+// orphaned). Send completions come out in posting order for any number.
+func TestUSB4SendCompletionsInPostingOrder(t *testing.T) {
+	e := newUSB4Env(t, "dv", 512)
+	qp, hqp, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 2})
+	defer qp.Close()
+	e.d.Connect(hqp, hqp) // loopback: writes land in the same buffer
+	const n = 200
+	var wrs []SendWR
+	for i := 0; i < n; i++ {
+		w := SendWR{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)},
+			RemoteAddr: addr(e.bufA) + 4096, RKey: e.rkeyA}
+		if i%2 == 1 { // two SGEs: a DV WQE cannot carry these
+			w.SGEs = append(w.SGEs, e.sgeA(8, 8))
+		}
+		wrs = append(wrs, w)
+	}
+	if err := qp.PostSend(wrs); err != nil {
+		t.Fatal(err)
+	}
+	wc := make([]WC, 2*n)
+	got, err := e.cqA.Poll(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != n {
+		t.Fatalf("one poll returned %d completions, want %d", got, n)
+	}
+	for i := 0; i < n; i++ {
+		if wc[i].WrID != uint64(i) || wc[i].Status != WCSuccess {
+			t.Fatalf("completion %d is wr_id %d status %d: not in posting order", i, wc[i].WrID, wc[i].Status)
+		}
+	}
+	// Nothing is left waiting: another signaled post completes.
+	if err := qp.PostSend(wrs[:1]); err != nil {
+		t.Fatalf("post after the burst: %v", err)
+	}
+	pollN(t, e.cqA, 1)
+}
+
+// issue 12 item 3: concurrent posters on one DV QP. pleite's KICK drains to
+// the tail in the request and marks the queue in error when that tail is
+// more than sq_entries ahead of its head, which a stale tail (another
+// poster already kicked past it) wraps to. 8 threads post on one QP; every
+// post succeeds or is ENOMEM (then the thread polls), every completion
+// arrives, and the queue stays live.
+func TestUSB4DVConcurrentPostersOneQP(t *testing.T) {
+	e := newUSB4Env(t, "dv", 4096)
+	e.d.SetKickEntryDelay(2000)
+	w := SendWR{Opcode: WRRDMAWrite, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}
+	if err := e.qpA.postThreadsC(e.cqA, w, 8, 500); err != nil {
+		t.Fatalf("%v (KICKs refused %d, DV qp_state %d)", err, e.d.KickErrors(), e.d.DVQPState(e.hqpA))
+	}
+	if n := e.d.KickErrors(); n != 0 || e.d.DVQPState(e.hqpA) != 0 {
+		t.Fatalf("%d KICKs refused, DV qp_state %d", n, e.d.DVQPState(e.hqpA))
+	}
+}
+
+// issue 12 item 6: the DV queue took the kernel's default 256 entries
+// whatever the QP was granted, so the 257th outstanding WR was ENOMEM. It
+// now holds the granted max_send_wr, or the QP stays on kernel commands.
+func TestUSB4DVQueueHoldsGrantedMaxSendWR(t *testing.T) {
+	e := newUSB4Env(t, "dv", 2048)
+	qp, hqp, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 1, MaxSendWR: 600})
+	defer qp.Close()
+	e.d.Connect(hqp, hqp)
+	if qp.SendBackend() != BackendDV {
+		t.Fatalf("backend %q (%s), want DV", qp.SendBackend(), qp.FallbackReason())
+	}
+	var wrs []SendWR
+	for i := 0; i < 600; i++ {
+		wrs = append(wrs, SendWR{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)},
+			RemoteAddr: addr(e.bufA) + 4096, RKey: e.rkeyA})
+	}
+	// One batch: the engine kicks once at its end, so all 600 sit in the
+	// SQ at the same time.
+	if err := qp.PostSend(wrs); err != nil {
+		t.Fatalf("600 outstanding on a QP granted 600: %v", err)
+	}
+	wc := make([]WC, 1024)
+	n, err := e.cqA.Poll(wc)
+	if err != nil || n != 600 {
+		t.Fatalf("one poll: %d completions, %v; want 600", n, err)
+	}
+	for i := 0; i < n; i++ {
+		if wc[i].WrID != uint64(i) || wc[i].Status != WCSuccess {
+			t.Fatalf("completion %d: %+v", i, wc[i])
+		}
+	}
+	big, _, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 1, MaxSendWR: 2000})
+	defer big.Close()
+	if big.SendBackend() != BackendKCmd || !strings.Contains(big.FallbackReason(), "max_send_wr 2000") {
+		t.Fatalf("max_send_wr 2000 (pleite holds 1024): backend %q reason %q", big.SendBackend(), big.FallbackReason())
+	}
+}
+
+// issue 12 item 7: a kernel that publishes a DV cq_tail more than the DV CQ
+// holds ahead of our head gives a latched EIO, as a mapped-ring overrun does,
+// not slots read as completions.
+func TestUSB4DVCQTailBeyondCQIsLatchedEIO(t *testing.T) {
+	e := newUSB4Env(t, "dv", 64)
+	e.d.SpoilDVCQTail(e.hqpA, 5)
+	wc := make([]WC, 512)
+	for i := 0; i < 3; i++ {
+		n, err := e.cqA.Poll(wc)
+		if !errors.Is(err, unix.EIO) {
+			t.Fatalf("poll %d after a bad cq_tail: %d completions, %v; want EIO", i, n, err)
+		}
+	}
 }
 
 // ---- malformed offers and error latches ----

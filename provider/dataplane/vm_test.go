@@ -6,7 +6,7 @@ package dataplane_test
 // registered by the real thunderbolt_ibverbs module (USB4VERBS_BACKEND_TREE
 // names the module tree). The control path (package provider) creates the
 // kernel objects; the engine attaches each object to the backend the device
-// offers, as the shipped provider does (cshim/objects.go attachCQ and
+// offers, as the shipped provider does (cshim/gopart/objects.go attachCQ and
 // create_qp): rxe's mapped rings, or on usb4 the mapped CQ ring and DV send
 // queue where the module offers them, else kernel commands. Every byte is
 // checked below; the backend that served is reported by each test as a
@@ -208,13 +208,13 @@ func (s *vmSide) newQP(t *testing.T, typ provider.QPType, cq *provider.CQ, dcq *
 	c := qp.InitAttr().Cap
 	if s.usb4 {
 		d, err := dataplane.NewQP(dataplane.QPConfig{CmdFd: s.ctx.CmdFD(), Handle: qp.Handle(), QPNum: qp.QPN(),
-			Type: uint32(typ), MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE, MaxInline: c.MaxInlineData,
-			SendCQ: dcq, RecvCQ: dcq, SRQ: dsrq})
+			Type: uint32(typ), MaxSendWR: c.MaxSendWR, MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE,
+			MaxInline: c.MaxInlineData, SendCQ: dcq, RecvCQ: dcq, SRQ: dsrq})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { d.Close() })
-		d.TryDV(s.ctx.Driver().ID, 0, 0) // keeps kernel commands when DV is not offered
+		d.TryDV(s.ctx.Driver().ID) // keeps kernel commands when DV is not offered
 		return &vmQP{qp: qp, d: d, typ: typ}
 	}
 	rq, sq, ok := qp.RxeQueues()

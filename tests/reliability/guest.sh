@@ -93,12 +93,12 @@ else
 fi
 
 # Go's race detector on the provider's Go side: the same program through a -race
-# build of libusb4_rdma.so (ours only), swapped in for this one run.
-if [ "$PROVIDER" = ours ] && [ -f /opt/usb4verbs/race/libusb4_rdma.so ]; then
-  cp $PROVDIR/libusb4_rdma.so $W/libusb4_rdma.so.plain
-  cp /opt/usb4verbs/race/libusb4_rdma.so $PROVDIR/libusb4_rdma.so
+# build of the Go part, libusb4_rdma-go.so (ours only), swapped in for this one run.
+if [ "$PROVIDER" = ours ] && [ -f /opt/usb4verbs/race/libusb4_rdma-go.so ]; then
+  cp $PROVDIR/libusb4_rdma-go.so $W/libusb4_rdma-go.so.plain
+  cp /opt/usb4verbs/race/libusb4_rdma-go.so $PROVDIR/libusb4_rdma-go.so
   prog concurrency_race 400 env REL_PROG=concurrency_race GORACE="halt_on_error=0 exitcode=0" "$BIN/concurrency"
-  cp $W/libusb4_rdma.so.plain $PROVDIR/libusb4_rdma.so
+  cp $W/libusb4_rdma-go.so.plain $PROVDIR/libusb4_rdma-go.so
   sanitizer concurrency_race
 fi
 

@@ -161,9 +161,8 @@ main() {
       # Fails at load on linux/amd64 (README: "Sanitizers and Go"); kept for retrying.
       log "building the provider with -race"
       mkdir -p "$WORK/files/race"
-      (cd "$REPO" && go build -race -buildmode=c-shared -o "$WORK/files/race/libusb4_rdma.so" ./cshim) >&2 \
-        || die "go build -race -buildmode=c-shared ./cshim failed"
-      rm -f "$WORK/files/race/libusb4_rdma.h"
+      "$REPO/scripts/build-provider.sh" "$WORK/files/race" -race >&2 \
+        || die "scripts/build-provider.sh -race (the Go part under the race detector) failed"
     fi
   fi
   # The provider's Go control path under the race detector, as a VM test binary.

@@ -27,15 +27,21 @@ stock_check_provider() {
 }
 
 # stock_overlay DIR SO: lays out, under DIR, our provider as the image should hold it:
-# the library once plus one libusb4_rdma-rdmavNN.so link per PABI, the .driver file
+# the front library once plus one libusb4_rdma-rdmavNN.so link per PABI, the Go part
+# beside it (libusb4_rdma-go.so, taken from SO's directory), the .driver file
 # naming it by absolute path (libibverbs appends -rdmavNN.so), and the opt-in setting
 # that lets it claim rxe devices (cshim/README.md: /etc/usb4verbs/usb4_rdma.conf).
 stock_overlay() {
   local dir=$1 so=$2 p
   # shellcheck disable=SC2016 # literal backquotes
+  local gopart
+  gopart=$(dirname "$so")/libusb4_rdma-go.so
   [[ -f $so ]] || { printf 'no provider at %s: run `make build` first\n' "$so" >&2; return 1; }
+  # shellcheck disable=SC2016 # literal backquotes
+  [[ -f $gopart ]] || { printf 'no Go part at %s: run `make build` first\n' "$gopart" >&2; return 1; }
   mkdir -p "$dir/$STOCK_PROVDIR" "$dir/etc/libibverbs.d" "$dir/etc/usb4verbs"
   install -m644 "$so" "$dir/$STOCK_PROVDIR/libusb4_rdma.so"
+  install -m644 "$gopart" "$dir/$STOCK_PROVDIR/libusb4_rdma-go.so"
   for p in $STOCK_PABIS; do
     ln -sfn libusb4_rdma.so "$dir/$STOCK_PROVDIR/libusb4_rdma-rdmav$p.so"
   done

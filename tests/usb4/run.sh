@@ -24,6 +24,8 @@ USB4CACHE="$CACHE/usb4"
 MIRROR=${MIRROR:-$(host_mirror)}
 mkdir -p "$VMCACHE" "$USB4CACHE"
 
+local diag_only=0
+[[ ${1:-} == --diag-only ]] && { diag_only=1; shift; }
 local trees=("$@") tree
 ((${#trees[@]})) || read -ra trees <<<"$USB4_TREES"
 USB4_MODULE_SRC=$(usb4_module_src "$REPO")
@@ -43,7 +45,7 @@ if [[ ! -f $tbloop/Makefile && ! -f $tbloop/Kbuild ]]; then
 fi
 
 local rc=0 k first log bins=()
-if [[ ${USB4_GO_TESTS:-1} != 0 ]]; then
+if ((!diag_only)) && [[ ${USB4_GO_TESTS:-1} != 0 ]]; then
   mkdir -p "$REPO/build/usb4/bin"
   if (cd "$REPO" && go test -c -o build/usb4/bin/dataplane.test ./provider/dataplane); then
     bins=("$REPO/build/usb4/bin/dataplane.test")
@@ -69,12 +71,35 @@ for tree in "${trees[@]}"; do
     fi
     continue
   fi
-  # Only the real-kernel tests: the package's double tests ran on the host already.
-  USB4_TREE=$tree USB4_TBLOOP_SRC=$tbloop VM_EXTRA_DEBS="ibverbs-utils${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
-    VM_GUEST_SCRIPT="$USB4DIR/guest-smoke.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} VM_TEST_RUN='^TestVM' \
-    "$VMDIR/run.sh" "${bins[@]}" || rc=1
+  if ((!diag_only)); then
+    # Only the real-kernel tests: the package's double tests ran on the host already.
+    USB4_TREE=$tree USB4_TBLOOP_SRC=$tbloop VM_EXTRA_DEBS="ibverbs-utils${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+      VM_GUEST_SCRIPT="$USB4DIR/guest-smoke.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} VM_TEST_RUN='^TestVM' \
+      "$VMDIR/run.sh" "${bins[@]}" || rc=1
+  fi
+  # One more boot for ibvinfo and the faults (guest-diag.sh) on USB4_DIAG_TREES.
+  if [[ " ${USB4_DIAG_TREES-hellas-main} " == *" $tree "* ]]; then usb4_diag_boot "$tree" "$tbloop" || rc=1; fi
 done
 return $rc
+}
+
+# usb4_diag_boot TREE TBLOOP: one more boot with guest-diag.sh (ibvinfo on the real
+# module, its captures, faults); stdout also kept in build/usb4/TREE.diag.out, which
+# capture-ibvinfo-tree.sh unpacks into cmd/ibvinfo/testdata/bed.
+usb4_diag_boot() {
+  local files="$REPO/build/usb4/diag-files" c
+  mkdir -p "$files"
+  for c in "$REPO/tests/reliability/badinput.c" "$USB4DIR/unsupported.c"; do
+    gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$files/$(basename "$c" .c)" "$c" -libverbs ||
+      { result FAIL "usb4/$1/faults/build" "gcc $(basename "$c")"; return 1; }
+  done
+  (cd "$REPO" && go build -o "$files/ibvinfo" ./cmd/ibvinfo) ||
+    { result FAIL "usb4/$1/ibvinfo/build" "go build ./cmd/ibvinfo"; return 1; }
+  USB4_TREE=$1 USB4_TBLOOP_SRC=$2 VM_FILES="$files" \
+    VM_EXTRA_DEBS="ibverbs-utils perftest${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+    VM_GUEST_SCRIPT="$USB4DIR/guest-diag.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} \
+    "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.diag.out" | grep -v -E '^[A-Za-z0-9+/=]{60,}$'
+  return "${PIPESTATUS[0]}"
 }
 
 # usb4_build_only TREE TBLOOP: tbloop, then TREE against tbloop's symbols.

@@ -17,7 +17,7 @@ main() {
 
 VMDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$VMDIR/../.." && pwd)
-for f in common mirror fetch kernel userland image boot; do
+for f in common fetch kernel userland image boot; do
   # shellcheck source=/dev/null
   . "$VMDIR/lib/$f.sh"
 done

@@ -31,6 +31,17 @@ const (
 // reads (Go ≥ 1.18: 32-byte header, then the varint-prefixed version and
 // module-info strings).
 func SharedObject(soname string, nodes []string, goModule string) []byte {
+	return build(soname, nodes, goModule, nil)
+}
+
+// FrontLibrary returns a stand-in for usb4verbs' C front library: no Go
+// build info, and the .usb4verbs section that marks the file
+// (cshim/register.c).
+func FrontLibrary(soname string) []byte {
+	return build(soname, nil, "", []byte("usb4verbs front library\x00"))
+}
+
+func build(soname string, nodes []string, goModule string, frontMarker []byte) []byte {
 	// .dynstr: leading NUL, then each name.
 	dynstr := []byte{0}
 	offs := []uint32{}
@@ -84,6 +95,9 @@ func SharedObject(soname string, nodes []string, goModule string) []byte {
 	}
 	if bi != nil {
 		secs = append(secs, &section{name: ".go.buildinfo", typ: shtProgbits, data: bi, align: 32})
+	}
+	if frontMarker != nil {
+		secs = append(secs, &section{name: ".usb4verbs", typ: shtProgbits, data: frontMarker, align: 1})
 	}
 	shstr := []byte{0}
 	nameOff := map[string]uint32{}

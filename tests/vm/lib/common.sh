@@ -29,7 +29,10 @@ require_host_tools() {
 }
 
 # host_mirror: the Debian mirror the host's apt sources already use (never security),
-# or a stop that says how to name one.
+# or a stop that says how to name one. Its reader lives in mirror.sh, sourced here so
+# that every script that sources common.sh (tests/usb4 too) has it.
+# shellcheck source=/dev/null
+. "$(dirname "${BASH_SOURCE[0]}")/mirror.sh"
 host_mirror() {
   apt_mirror "${APT_DIR:-/etc/apt}" ||
     die "no Debian mirror in the apt sources under ${APT_DIR:-/etc/apt} (sources.list, sources.list.d/*.list or *.sources); set MIRROR=<URL of a Debian mirror>"

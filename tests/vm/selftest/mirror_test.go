@@ -152,3 +152,21 @@ func TestHarnessNamesNoDebianMirrorHost(t *testing.T) {
 		}
 	}
 }
+
+// Scripts outside tests/vm (tests/usb4/run.sh, kbuild.sh) source only
+// common.sh and call host_mirror: it must work without mirror.sh sourced by
+// hand.
+func TestHostMirrorFromCommonAlone(t *testing.T) {
+	hostOnly(t)
+	lib, err := filepath.Abs(filepath.Join("..", "lib"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := aptDir(t, map[string]string{"sources.list": "deb http://mirror.example.org/debian bookworm main\n"})
+	cmd := exec.Command("bash", "-c", `set -euo pipefail; . "$LIB/common.sh"; host_mirror`)
+	cmd.Env = append(os.Environ(), "LIB="+lib, "APT_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "http://mirror.example.org/debian\n" {
+		t.Fatalf("host_mirror with only common.sh sourced: %q, %v", out, err)
+	}
+}

@@ -203,7 +203,7 @@ func attachCQ(ctx *provider.Context, cq *provider.CQ, requested uint32) (*datapl
 func attachQP(ctx *provider.Context, qp *provider.QP, dcq *dataplane.CQ) (*dataplane.QP, error) {
 	c := qp.InitAttr().Cap
 	d, err := dataplane.NewQP(dataplane.QPConfig{CmdFd: ctx.CmdFD(), Handle: qp.Handle(), QPNum: qp.QPN(),
-		Type: dataplane.QPTypeRC, MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE, MaxInline: c.MaxInlineData,
+		Type: dataplane.QPTypeRC, MaxSendWR: c.MaxSendWR, MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE, MaxInline: c.MaxInlineData,
 		SendCQ: dcq, RecvCQ: dcq})
 	if err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ func attachQP(ctx *provider.Context, qp *provider.QP, dcq *dataplane.CQ) (*datap
 			return nil, err
 		}
 	case provider.DriverUSB4:
-		d.TryDV(drv.ID, 0, 0) // falls back to kernel commands by itself
+		d.TryDV(drv.ID) // falls back to kernel commands by itself
 	}
 	return d, nil
 }

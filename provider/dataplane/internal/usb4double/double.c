@@ -6,8 +6,12 @@
  * ib_uverbs_poll_cq / ib_uverbs_req_notify_cq) and acts as thunderbolt_ibverbs
  * does per reference usb4-kernel-and-consumers.md §1.2-1.3 (SEND, SEND_IMM,
  * WRITE, WRITE_IMM, READ; no inline; at most one receive SGE; no SRQ), the
- * mapped CQ ring of §1.8 (producer with ovf_seq) and the DV queues of §1.9
- * (generation checks, STALE_GEN, KICK drain, CQ overflow -> QP ERR).
+ * mapped CQ ring of §1.8 (producer with ovf_seq) and the DV queues of §1.9.
+ * The DV side plays one of two module trees, as their sources
+ * (/work/shared/usb4-module) define it: pleite-gda (caps V2, KICK drains the
+ * request's tail and marks the queue in error on a tail it cannot hold) or
+ * hellas-gda-v2 (caps 0, KICK handles NOP only). Both refuse an ordinary
+ * post_send on a QP with a DV queue with EBUSY.
  * QPs are connected in pairs; data moves by memcpy within this process.
  */
 #include <arpa/inet.h>
@@ -15,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 
 #include "double.h"
 
@@ -321,6 +326,15 @@ static int cmd_post_send(struct dbl *d, const uint8_t *p, const uint8_t *end, ui
 	/* The driver (tbv_post_send) walks the list; the first refused WR
 	 * stops it and resp.bad_wr counts up to and including it. */
 	struct usb4v_ib_uverbs_post_send_resp resp = {0};
+	if (qp->dv) {
+		/* A DV queue owns the send queue: both DV trees refuse an
+		 * ordinary post_send at the first WR (pleite-gda:kernel/ibdev.c
+		 * tbv_qp_post_status, hellas-gda-v2:kernel/ibdev.c tbv_post_send). */
+		d->post_send_busy++;
+		resp.bad_wr = 1;
+		int rc2 = resp_copy(cmd.response, outlen, &resp, sizeof(resp));
+		return rc2 ? rc2 : -EBUSY;
+	}
 	rc = 0;
 	sg_ind = 0;
 	for (uint32_t i = 0; i < cmd.wr_count; i++) {
@@ -554,17 +568,110 @@ static const struct usb4v_ib_uverbs_attr *find_attr(const struct usb4v_ib_uverbs
 	return NULL;
 }
 
-static void dv_drain(struct dbl *d, struct dbl_qp *qp)
+/* Executes one DV WQE (already generation-checked) and fills its CQE. */
+static void dv_exec_wqe(struct dbl *d, struct dbl_qp *qp, const struct usb4v_usb4_rdma_dv_wqe *wp,
+			struct usb4v_usb4_rdma_dv_cqe *c)
 {
-	uint32_t tail = __atomic_load_n(USB4V_DB_PRODUCER(qp->db, sq_tail), __ATOMIC_ACQUIRE);
-	if ((tail >> 24) != qp->gen || __atomic_load_n(USB4V_DB_PRODUCER(qp->db, generation), __ATOMIC_RELAXED) != qp->gen)
-		return; /* stale producer state: rejected */
-	if (__atomic_load_n(USB4V_DB_CONSUMER(qp->db, qp_state), __ATOMIC_RELAXED) != USB4V_USB4_RDMA_DV_QP_LIVE)
+	struct usb4v_usb4_rdma_dv_wqe w = *wp;
+	static const uint32_t to_wr[] = {
+		[USB4V_USB4_RDMA_DV_WQE_SEND] = USB4V_WR_SEND,
+		[USB4V_USB4_RDMA_DV_WQE_SEND_IMM] = USB4V_WR_SEND_WITH_IMM,
+		[USB4V_USB4_RDMA_DV_WQE_RDMA_WRITE] = USB4V_WR_RDMA_WRITE,
+		[USB4V_USB4_RDMA_DV_WQE_RDMA_WRITE_IMM] = USB4V_WR_RDMA_WRITE_WITH_IMM,
+		[USB4V_USB4_RDMA_DV_WQE_RDMA_READ] = USB4V_WR_RDMA_READ,
+		[USB4V_USB4_RDMA_DV_WQE_ATOMIC_FETCH_ADD] = USB4V_WR_ATOMIC_FETCH_AND_ADD,
+		[USB4V_USB4_RDMA_DV_WQE_ATOMIC_SWAP] = 99,
+		[USB4V_USB4_RDMA_DV_WQE_ATOMIC_CMP_SWAP] = USB4V_WR_ATOMIC_CMP_AND_SWP,
+	};
+	if (w.opcode == 0 || w.opcode > USB4V_USB4_RDMA_DV_WQE_ATOMIC_CMP_SWAP || to_wr[w.opcode] == 99) {
+		c->status = USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR;
 		return;
-	tail &= USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
-	if (((tail - qp->sq_head) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK) > qp->sq_entries)
-		return; /* tail beyond what the SQ can hold: ignore */
-	while (qp->sq_head != tail) {
+	}
+	/* A zero length carries no SGE (pleite-gda:kernel/ibdev.c tbv_dv_post_wqe). */
+	struct usb4v_ib_uverbs_sge sg = { .addr = w.local_addr, .length = w.length, .lkey = w.lkey };
+	struct dbl_op op = {
+		.opcode = to_wr[w.opcode], .wr_id = w.wr_id, .sge = &sg, .nsge = w.length ? 1 : 0,
+		.remote_addr = w.remote_addr, .rkey = w.rkey,
+		/* A DV WQE carries imm_data in CPU order; the module turns it into
+		 * the wire's big-endian value (pleite-gda:kernel/ibdev.c
+		 * tbv_dv_post_wqe: wr->ex.imm_data = cpu_to_be32(wqe->imm_data)). */
+		.imm = htonl(w.imm_data),
+		.flags = (w.flags & USB4V_USB4_RDMA_DV_WQE_F_SOLICITED) ? USB4V_SEND_SOLICITED : 0,
+	};
+	if (op.opcode == USB4V_WR_ATOMIC_FETCH_AND_ADD) {
+		op.compare_add = w.reserved1[0];
+		op.nsge = 1;
+	} else if (op.opcode == USB4V_WR_ATOMIC_CMP_AND_SWP) {
+		op.swap = w.reserved1[0];
+		op.compare_add = w.reserved1[1];
+		op.nsge = 1;
+	}
+	uint32_t bl = 0, st = exec_op(d, qp, &op, &bl);
+	static const uint32_t to_dv[32] = {
+		[USB4V_WC_LOC_LEN_ERR] = USB4V_USB4_RDMA_DV_CQE_LOCAL_LEN_ERR,
+		[USB4V_WC_LOC_PROT_ERR] = USB4V_USB4_RDMA_DV_CQE_LOCAL_PROT_ERR,
+		[USB4V_WC_REM_ACCESS_ERR] = USB4V_USB4_RDMA_DV_CQE_REMOTE_ACCESS_ERR,
+		[USB4V_WC_RETRY_EXC_ERR] = USB4V_USB4_RDMA_DV_CQE_RETRY_EXC_ERR,
+		[USB4V_WC_RNR_RETRY_EXC_ERR] = USB4V_USB4_RDMA_DV_CQE_RETRY_EXC_ERR,
+		[USB4V_WC_GENERAL_ERR] = USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR,
+	};
+	c->status = st < 32 ? to_dv[st] : USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR;
+	c->byte_len = op.opcode == USB4V_WR_RDMA_READ || op.opcode >= USB4V_WR_ATOMIC_CMP_AND_SWP ? bl : 0;
+}
+
+/* pleite-gda:kernel/ibdev.c tbv_dv_mark_error: the queue stops, the consumer
+ * line says ERR. */
+static void dv_mark_error(struct dbl_qp *qp)
+{
+	qp->dv_error = 1;
+	__atomic_store_n(USB4V_DB_CONSUMER(qp->db, qp_state), USB4V_USB4_RDMA_DV_QP_ERR, __ATOMIC_RELEASE);
+}
+
+/* Writes one CQE; 0, or -EOVERFLOW when the producer's cq_head has another
+ * generation or the CQ is full (pleite-gda:kernel/ibdev.c
+ * tbv_dv_flush_completions_locked: both mark the queue in error). */
+static int dv_emit(struct dbl_qp *qp, const struct usb4v_usb4_rdma_dv_cqe *c)
+{
+	uint32_t head = __atomic_load_n(USB4V_DB_PRODUCER(qp->db, cq_head), __ATOMIC_ACQUIRE);
+	if ((head >> 24) != qp->gen ||
+	    ((qp->cq_tail - head) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK) >= qp->cq_entries) {
+		dv_mark_error(qp);
+		return -EOVERFLOW;
+	}
+	qp->dcq[qp->cq_tail % qp->cq_entries] = *c;
+	qp->cq_tail = (qp->cq_tail + 1) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
+	__atomic_store_n(USB4V_DB_CONSUMER(qp->db, cq_tail), usb4v_dv_pack(qp->cq_tail, qp->gen), __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void dv_advance_head(struct dbl_qp *qp)
+{
+	qp->sq_head = (qp->sq_head + 1) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
+	__atomic_store_n(USB4V_DB_CONSUMER(qp->db, sq_head), usb4v_dv_pack(qp->sq_head, qp->gen), __ATOMIC_RELEASE);
+}
+
+/*
+ * KICK as pleite-gda:kernel/ibdev.c (USB4_RDMA_DV_METHOD_KICK ->
+ * tbv_dv_drain_sq_locked) does it: the tail is the one in the request, not
+ * the doorbell's; its generation and the producer line's must be the
+ * queue's (-ESTALE); a queue in error drains nothing and answers 0; a tail
+ * more than sq_entries ahead of the head (a stale tail from a racing
+ * poster wraps to a huge delta) marks the queue in error: -EOVERFLOW.
+ */
+static int dv_kick_pleite(struct dbl *d, struct dbl_qp *qp, uint32_t packed_tail)
+{
+	if ((packed_tail >> 24) != qp->gen ||
+	    __atomic_load_n(USB4V_DB_PRODUCER(qp->db, generation), __ATOMIC_RELAXED) != qp->gen)
+		return -ESTALE;
+	uint32_t tail = packed_tail & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
+	while (!qp->dv_error) {
+		uint32_t delta = (tail - qp->sq_head) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
+		if (!delta)
+			break;
+		if (delta > qp->sq_entries) {
+			dv_mark_error(qp);
+			return -EOVERFLOW;
+		}
 		struct usb4v_usb4_rdma_dv_wqe w = qp->sq[qp->sq_head % qp->sq_entries];
 		struct usb4v_usb4_rdma_dv_cqe c;
 		memset(&c, 0, sizeof(c));
@@ -574,68 +681,53 @@ static void dv_drain(struct dbl *d, struct dbl_qp *qp)
 		if (w.generation != qp->gen || d->dv_stale_next) {
 			d->dv_stale_next = 0;
 			c.status = USB4V_USB4_RDMA_DV_CQE_STALE_GEN;
-			emit = 1;
-		} else {
-			static const uint32_t to_wr[] = {
-				[USB4V_USB4_RDMA_DV_WQE_SEND] = USB4V_WR_SEND,
-				[USB4V_USB4_RDMA_DV_WQE_SEND_IMM] = USB4V_WR_SEND_WITH_IMM,
-				[USB4V_USB4_RDMA_DV_WQE_RDMA_WRITE] = USB4V_WR_RDMA_WRITE,
-				[USB4V_USB4_RDMA_DV_WQE_RDMA_WRITE_IMM] = USB4V_WR_RDMA_WRITE_WITH_IMM,
-				[USB4V_USB4_RDMA_DV_WQE_RDMA_READ] = USB4V_WR_RDMA_READ,
-				[USB4V_USB4_RDMA_DV_WQE_ATOMIC_FETCH_ADD] = USB4V_WR_ATOMIC_FETCH_AND_ADD,
-				[USB4V_USB4_RDMA_DV_WQE_ATOMIC_SWAP] = 99,
-				[USB4V_USB4_RDMA_DV_WQE_ATOMIC_CMP_SWAP] = USB4V_WR_ATOMIC_CMP_AND_SWP,
-			};
-			if (w.opcode == 0 || w.opcode > USB4V_USB4_RDMA_DV_WQE_ATOMIC_CMP_SWAP || to_wr[w.opcode] == 99) {
-				c.status = USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR;
-			} else {
-				struct usb4v_ib_uverbs_sge sg = { .addr = w.local_addr, .length = w.length, .lkey = w.lkey };
-				struct dbl_op op = {
-					.opcode = to_wr[w.opcode], .wr_id = w.wr_id, .sge = &sg, .nsge = 1,
-					.remote_addr = w.remote_addr, .rkey = w.rkey,
-					/* A DV WQE carries imm_data in CPU order; the module
-					 * turns it into the wire's big-endian value
-					 * (pleite-gda:kernel/ibdev.c tbv_dv_post_wqe:
-					 * wr->ex.imm_data = cpu_to_be32(wqe->imm_data)). */
-					.imm = htonl(w.imm_data),
-					.flags = (w.flags & USB4V_USB4_RDMA_DV_WQE_F_SOLICITED) ? USB4V_SEND_SOLICITED : 0,
-				};
-				if (op.opcode == USB4V_WR_ATOMIC_FETCH_AND_ADD) {
-					op.compare_add = w.reserved1[0];
-				} else if (op.opcode == USB4V_WR_ATOMIC_CMP_AND_SWP) {
-					op.swap = w.reserved1[0];
-					op.compare_add = w.reserved1[1];
-				}
-				uint32_t bl = 0, st = exec_op(d, qp, &op, &bl);
-				static const uint32_t to_dv[32] = {
-					[USB4V_WC_LOC_LEN_ERR] = USB4V_USB4_RDMA_DV_CQE_LOCAL_LEN_ERR,
-					[USB4V_WC_LOC_PROT_ERR] = USB4V_USB4_RDMA_DV_CQE_LOCAL_PROT_ERR,
-					[USB4V_WC_REM_ACCESS_ERR] = USB4V_USB4_RDMA_DV_CQE_REMOTE_ACCESS_ERR,
-					[USB4V_WC_RETRY_EXC_ERR] = USB4V_USB4_RDMA_DV_CQE_RETRY_EXC_ERR,
-					[USB4V_WC_RNR_RETRY_EXC_ERR] = USB4V_USB4_RDMA_DV_CQE_RETRY_EXC_ERR,
-					[USB4V_WC_GENERAL_ERR] = USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR,
-				};
-				c.status = st < 32 ? to_dv[st] : USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR;
-				c.byte_len = op.opcode == USB4V_WR_RDMA_READ || op.opcode >= USB4V_WR_ATOMIC_CMP_AND_SWP ? bl : 0;
-				if (c.status)
-					emit = 1;
-			}
+		} else if (w.opcode != USB4V_USB4_RDMA_DV_WQE_NOP) {
+			dv_exec_wqe(d, qp, &w, &c);
 		}
-		if (emit) {
+		if (c.status) /* errors always complete (tbv_dv_slot_complete) */
+			emit = 1;
+		dv_advance_head(qp);
+		if (emit && dv_emit(qp, &c))
+			return -EOVERFLOW;
+	}
+	return 0;
+}
+
+/*
+ * KICK as hellas-gda-v2:kernel/dv.c tbv_dv_drain_nop_locked does it: only
+ * NOP WQEs succeed, any other opcode completes with GENERAL_ERR. Its pending
+ * count is head - tail (the reverse of pleite's), so any tail ahead of the
+ * head answers -EINVAL; a full CQ is -ENOSPC.
+ */
+static int dv_kick_hellas(struct dbl *d, struct dbl_qp *qp, uint32_t packed_tail)
+{
+	(void)d;
+	if ((packed_tail >> 24) != qp->gen)
+		return -ESTALE;
+	uint32_t tail = packed_tail & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
+	if (((qp->sq_head - tail) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK) > qp->sq_entries)
+		return -EINVAL;
+	while (qp->sq_head != tail) {
+		struct usb4v_usb4_rdma_dv_wqe w = qp->sq[qp->sq_head % qp->sq_entries];
+		struct usb4v_usb4_rdma_dv_cqe c;
+		memset(&c, 0, sizeof(c));
+		c.wr_id = w.wr_id;
+		c.opcode = w.opcode;
+		if (w.generation != qp->gen)
+			c.status = USB4V_USB4_RDMA_DV_CQE_STALE_GEN;
+		else if (w.opcode != USB4V_USB4_RDMA_DV_WQE_NOP)
+			c.status = USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR;
+		if ((w.flags & USB4V_USB4_RDMA_DV_WQE_F_SIGNALED) || c.status) {
 			uint32_t head = __atomic_load_n(USB4V_DB_PRODUCER(qp->db, cq_head), __ATOMIC_ACQUIRE);
-			if ((head >> 24) != qp->gen ||
-			    ((qp->cq_tail - head) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK) >= qp->cq_entries) {
-				/* CQ overflow is fatal for the DV queue. */
-				__atomic_store_n(USB4V_DB_CONSUMER(qp->db, qp_state), USB4V_USB4_RDMA_DV_QP_ERR, __ATOMIC_RELEASE);
-				break;
-			}
+			if (((qp->cq_tail - head) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK) >= qp->cq_entries)
+				return -ENOSPC;
 			qp->dcq[qp->cq_tail % qp->cq_entries] = c;
 			qp->cq_tail = (qp->cq_tail + 1) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
-			__atomic_store_n(USB4V_DB_CONSUMER(qp->db, cq_tail), usb4v_dv_pack(qp->cq_tail, qp->gen), __ATOMIC_RELEASE);
 		}
-		qp->sq_head = (qp->sq_head + 1) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
-		__atomic_store_n(USB4V_DB_CONSUMER(qp->db, sq_head), usb4v_dv_pack(qp->sq_head, qp->gen), __ATOMIC_RELEASE);
+		dv_advance_head(qp);
 	}
+	__atomic_store_n(USB4V_DB_CONSUMER(qp->db, cq_tail), usb4v_dv_pack(qp->cq_tail, qp->gen), __ATOMIC_RELEASE);
+	return 0;
 }
 
 /* The kernel's DV teardown: the generation moves on, the queue is gone. */
@@ -664,6 +756,12 @@ static int dbl_ioctl(void *ctx, int fd, unsigned long req, void *arg)
 	    h->reserved1 || h->reserved2)
 		return -EINVAL;
 	const struct usb4v_ib_uverbs_attr *a = (const void *)(h + 1);
+	/* A real ioctl takes a microsecond or more to reach the driver; give
+	 * other posters that time, so races in front of a KICK show. */
+	if (h->method_id == USB4V_USB4_RDMA_DV_METHOD_KICK && __atomic_load_n(&d->kick_entry_delay_ns, __ATOMIC_RELAXED)) {
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = d->kick_entry_delay_ns };
+		nanosleep(&ts, NULL);
+	}
 	pthread_mutex_lock(&d->mu);
 	d->ioctls++;
 	int rc = 0;
@@ -679,7 +777,10 @@ static int dbl_ioctl(void *ctx, int fd, unsigned long req, void *arg)
 			break;
 		}
 		struct usb4v_usb4_rdma_dv_query_caps_resp c = {
-			.abi_version = 2, .caps = 0x1ff, .max_sq_entries = 1024, .max_cq_entries = 4096,
+			/* pleite-gda:kernel/ibdev.c answers USB4_RDMA_DV_CAPS_V2;
+			 * hellas-gda-v2:kernel/dv.c answers caps = 0. */
+			.abi_version = 2, .caps = d->dv_model == DBL_DV_HELLAS_GDA_V2 ? 0 : d->dv_caps,
+			.max_sq_entries = 1024, .max_cq_entries = 4096,
 			.default_sq_entries = 256, .default_cq_entries = 512, .wqe_size = 64, .cqe_size = 64,
 			.doorbell_record_size = 128, .doorbell_page_size = 4096, .tail_index_bits = 24,
 			.tail_generation_bits = 8,
@@ -722,6 +823,7 @@ static int dbl_ioctl(void *ctx, int fd, unsigned long req, void *arg)
 		qp->cq_entries = q.cq_entries;
 		qp->sq_head = qp->cq_tail = 0;
 		qp->dv = 1;
+		qp->dv_error = 0;
 		memset(&qp->db->consumer, 0, sizeof(qp->db->consumer));
 		qp->db->consumer.sq_head = usb4v_dv_pack(0, qp->gen);
 		qp->db->consumer.cq_tail = usb4v_dv_pack(0, qp->gen);
@@ -737,12 +839,23 @@ static int dbl_ioctl(void *ctx, int fd, unsigned long req, void *arg)
 		const struct usb4v_ib_uverbs_attr *aq = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_KICK_QP);
 		const struct usb4v_ib_uverbs_attr *ar = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_KICK_REQ);
 		struct dbl_qp *qp = aq ? qp_get(d, (uint32_t)aq->data) : NULL;
-		if (!qp || !qp->dv || !ar || ar->len != sizeof(struct usb4v_usb4_rdma_dv_kick)) {
+		if (!qp || !ar || ar->len != sizeof(struct usb4v_usb4_rdma_dv_kick)) {
 			rc = -EINVAL;
 			break;
 		}
+		struct usb4v_usb4_rdma_dv_kick k;
+		memcpy(&k, (void *)(uintptr_t)ar->data, sizeof(k));
 		d->kicks++;
-		dv_drain(d, qp);
+		if (k.flags || k.reserved[0] || k.reserved[1])
+			rc = -EINVAL;
+		else if (!qp->dv)
+			rc = -ENOENT;
+		else if (d->dv_model == DBL_DV_HELLAS_GDA_V2)
+			rc = dv_kick_hellas(d, qp, k.sq_tail);
+		else
+			rc = dv_kick_pleite(d, qp, k.sq_tail);
+		if (rc)
+			d->kick_errors++;
 		break;
 	}
 	case USB4V_USB4_RDMA_DV_METHOD_DESTROY_QUEUE: {
@@ -786,6 +899,8 @@ struct dbl *dbl_new(void)
 	d->sys.mmap = dbl_mmap;
 	d->sys.munmap = dbl_munmap;
 	d->dv_enabled = 1;
+	d->dv_model = DBL_DV_PLEITE;
+	d->dv_caps = USB4V_USB4_RDMA_DV_CAPS_V2;
 	for (int i = 0; i < DBL_MAX_QP; i++)
 		d->qp[i].peer = -1;
 	return d;
@@ -951,4 +1066,16 @@ uint64_t dbl_polls_entered(struct dbl *d)
 uint64_t dbl_polls_done(struct dbl *d)
 {
 	return __atomic_load_n(&d->polls_done, __ATOMIC_SEQ_CST);
+}
+
+void dbl_spoil_dv_cq_tail(struct dbl *d, uint32_t h, uint32_t ahead)
+{
+	pthread_mutex_lock(&d->mu);
+	struct dbl_qp *qp = qp_get(d, h);
+	if (qp && qp->dv) {
+		uint32_t head = __atomic_load_n(USB4V_DB_PRODUCER(qp->db, cq_head), __ATOMIC_ACQUIRE);
+		__atomic_store_n(USB4V_DB_CONSUMER(qp->db, cq_tail), usb4v_dv_pack(head + qp->cq_entries + ahead, qp->gen),
+				 __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&d->mu);
 }

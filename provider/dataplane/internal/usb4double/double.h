@@ -43,7 +43,14 @@ struct dbl_qp {
 	struct usb4v_usb4_rdma_dv_doorbell *db;
 	uint32_t sq_entries, cq_entries, sq_head, cq_tail;
 	uint8_t gen;
+	int dv_error; /* queue marked in error (pleite: dv_cq_overflow) */
 };
+/* Which module tree's DV side the double plays (facts cited in double.c). */
+enum {
+	DBL_DV_PLEITE = 0,     /* pleite-gda: DV v2, caps V2, KICK drains every opcode */
+	DBL_DV_HELLAS_GDA_V2,  /* hellas-gda-v2: caps 0, KICK handles NOP only */
+};
+
 struct dbl {
 	pthread_mutex_t mu;
 	struct dbl_mr mr[DBL_MAX_MR];
@@ -52,14 +59,18 @@ struct dbl {
 	struct usb4v_sys sys;
 	int shm_spoil;
 	int dv_enabled;
+	int dv_model;     /* DBL_DV_* */
+	uint32_t dv_caps; /* QUERY_CAPS caps of the pleite model */
 	int dv_bad_gen_resp;
 	int dv_stale_next;
+	long kick_entry_delay_ns; /* sleep before a KICK reaches the double */
 	uint8_t next_gen;
 	uint64_t writes, ioctls, kicks, mmaps;
 	uint64_t destroy_queues; /* DESTROY_QUEUE calls, failed ones included */
 	uint32_t poll_delay_us;  /* POLL_CQ sleeps this long, as a slow syscall */
 	uint64_t polls_entered;  /* POLL_CQ writes that reached the double */
 	uint64_t polls_done;     /* ... and that it answered */
+	uint64_t kick_errors, post_send_busy;
 };
 
 struct dbl *dbl_new(void);
@@ -75,4 +86,6 @@ uint64_t dbl_polls_done(struct dbl *d);
 void dbl_connect(struct dbl *d, uint32_t a, uint32_t b);
 /* Produces n dummy completions into a CQ, as a flood from the wire would. */
 void dbl_flood_cq(struct dbl *d, uint32_t cq, uint32_t n);
+/* Publishes a DV cq_tail beyond what the CQ holds, as a buggy kernel would. */
+void dbl_spoil_dv_cq_tail(struct dbl *d, uint32_t qp, uint32_t ahead);
 #endif

@@ -51,6 +51,29 @@ func (d *Double) SetShmSpoil(kind int) { d.d.shm_spoil = C.int(kind) }
 // SetDV enables or disables the DV ioctl methods (disabled: EPROTONOSUPPORT).
 func (d *Double) SetDV(on bool) { d.d.dv_enabled = cbool(on) }
 
+// DV sides of the module trees the double can play (SetDVModel).
+const (
+	DVPleite      = C.DBL_DV_PLEITE        // pleite-gda: caps V2, every opcode
+	DVHellasGDAv2 = C.DBL_DV_HELLAS_GDA_V2 // hellas-gda-v2: caps 0, NOP only
+)
+
+// SetDVModel selects which tree's DV answers the double gives (DV*).
+func (d *Double) SetDVModel(model int) { d.d.dv_model = C.int(model) }
+
+// SetDVCaps replaces the caps the pleite model answers in QUERY_CAPS
+// (default USB4_RDMA_DV_CAPS_V2), to play a kernel that offers fewer.
+func (d *Double) SetDVCaps(caps uint32) { d.d.dv_caps = C.uint32_t(caps) }
+
+// SpoilDVCQTail makes the kernel side publish a DV cq_tail ahead more CQEs
+// than the DV CQ of QP handle qp can hold, as a buggy kernel would.
+func (d *Double) SpoilDVCQTail(qp, ahead uint32) {
+	C.dbl_spoil_dv_cq_tail(d.d, C.uint32_t(qp), C.uint32_t(ahead))
+}
+
+// SetKickEntryDelay makes every KICK sleep ns nanoseconds before the
+// double handles it, as a real ioctl takes time to reach the driver.
+func (d *Double) SetKickEntryDelay(ns int) { d.d.kick_entry_delay_ns = C.long(ns) }
+
 // SetBadGenerationResponse makes CREATE_QUEUE answer a generation that does
 // not match the doorbell page.
 func (d *Double) SetBadGenerationResponse(on bool) { d.d.dv_bad_gen_resp = cbool(on) }
@@ -62,6 +85,13 @@ func (d *Double) StaleNextWQE() { d.d.dv_stale_next = 1 }
 func (d *Double) Writes() uint64 { return uint64(d.d.writes) }
 func (d *Double) Ioctls() uint64 { return uint64(d.d.ioctls) }
 func (d *Double) Kicks() uint64  { return uint64(d.d.kicks) }
+
+// KickErrors counts KICKs the double answered with an error.
+func (d *Double) KickErrors() uint64 { return uint64(d.d.kick_errors) }
+
+// PostSendBusy counts ordinary post_sends refused with EBUSY because the QP
+// has a DV queue.
+func (d *Double) PostSendBusy() uint64 { return uint64(d.d.post_send_busy) }
 
 // RegMR registers memory with access flags (IBV_ACCESS_*).
 func (d *Double) RegMR(addr unsafe.Pointer, length int, access uint32) (lkey, rkey uint32, err error) {

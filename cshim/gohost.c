@@ -1,0 +1,129 @@
+// Is the host process a Go program (issue 13)?
+//
+// The Go part is a c-shared Go library with a runtime of its own. A process
+// that already runs a Go runtime (a Go program that links libibverbs through
+// cgo, or one that loaded another Go c-shared library) would get a second
+// one: two schedulers, two sets of signal handlers fighting over the same
+// signals, two owners of the thread-local g. That does not work reliably, so
+// the first open of one of our devices in such a process is refused, and the
+// program keeps working with every other provider. Go programs use the
+// usb4verbs `provider` package directly instead.
+//
+// Three signs, cheapest first, each enough on its own:
+//  1. a loaded object carries a Go build-ID note (owner "Go" with its NUL,
+//     namesz 4, type 4, in a PT_NOTE segment: cmd/link writes it into every
+//     ELF it links unless -buildid= is empty), found in memory with
+//     dl_iterate_phdr;
+//  2. the process exports the cgo runtime's entry points (_cgo_topofstack,
+//     _cgo_panic) to the dynamic symbol scope, as every cgo binary does;
+//  3. the executable's file has a .go.buildinfo section (every Go build).
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+// ELF_NOTE_GOBUILDID_TAG of cmd/link (go:src/cmd/link/internal/ld/elf.go).
+#define GO_NOTE_BUILDID 4
+
+struct go_found {
+	char *why;
+	size_t len;
+	bool found;
+};
+
+static bool note_is_go(const char *p, size_t size)
+{
+	size_t off = 0;
+	while (off + sizeof(ElfW(Nhdr)) <= size) {
+		const ElfW(Nhdr) *n = (const void *)(p + off);
+		size_t name_off = off + sizeof(*n);
+		size_t desc_off = name_off + ((n->n_namesz + 3u) & ~3u);
+		size_t next = desc_off + ((n->n_descsz + 3u) & ~3u);
+		if (next > size || next <= off)
+			return false; // malformed: stop, never read past the segment
+		if (n->n_type == GO_NOTE_BUILDID && (n->n_namesz == 3 || n->n_namesz == 4) &&
+		    memcmp(p + name_off, "Go\0", 3) == 0)
+			return true;
+		off = next;
+	}
+	return false;
+}
+
+static int find_go_note(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct go_found *f = data;
+	(void)size;
+	for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE || ph->p_memsz < sizeof(ElfW(Nhdr)))
+			continue;
+		if (note_is_go((const char *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz)) {
+			const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : "the program";
+			snprintf(f->why, f->len, "%s has a Go build ID", name);
+			f->found = true;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+// exe_has_section reports whether /proc/self/exe has a section of that name.
+// Reads only headers, with every offset and count bounded by the file.
+static bool exe_has_section(const char *want)
+{
+	bool found = false;
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ElfW(Ehdr) eh;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_shentsize != sizeof(ElfW(Shdr)) || eh.e_shnum == 0 || eh.e_shnum > 4096 ||
+	    eh.e_shstrndx >= eh.e_shnum)
+		goto out;
+	ElfW(Shdr) strtab;
+	if (pread(fd, &strtab, sizeof(strtab), (off_t)(eh.e_shoff + (ElfW(Off))eh.e_shstrndx * sizeof(strtab))) !=
+	    (ssize_t)sizeof(strtab))
+		goto out;
+	size_t wantlen = strlen(want) + 1;
+	for (ElfW(Half) i = 0; i < eh.e_shnum && !found; i++) {
+		ElfW(Shdr) sh;
+		char name[32];
+		if (pread(fd, &sh, sizeof(sh), (off_t)(eh.e_shoff + (ElfW(Off))i * sizeof(sh))) != (ssize_t)sizeof(sh))
+			break;
+		if (sh.sh_name >= strtab.sh_size || wantlen > sizeof(name))
+			continue;
+		if (pread(fd, name, wantlen, (off_t)(strtab.sh_offset + sh.sh_name)) == (ssize_t)wantlen &&
+		    memcmp(name, want, wantlen) == 0)
+			found = true;
+	}
+out:
+	close(fd);
+	return found;
+}
+
+bool usb4_host_runs_go(char *why, size_t len)
+{
+	struct go_found f = {.why = why, .len = len};
+	dl_iterate_phdr(find_go_note, &f);
+	if (f.found)
+		return true;
+	static const char *const cgo_syms[] = {"_cgo_topofstack", "_cgo_panic"};
+	for (size_t i = 0; i < sizeof(cgo_syms) / sizeof(cgo_syms[0]); i++) {
+		if (dlsym(RTLD_DEFAULT, cgo_syms[i])) {
+			snprintf(why, len, "the process exports Go's %s", cgo_syms[i]);
+			return true;
+		}
+	}
+	if (exe_has_section(".go.buildinfo")) {
+		snprintf(why, len, "the program has a .go.buildinfo section");
+		return true;
+	}
+	return false;
+}

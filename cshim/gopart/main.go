@@ -1,0 +1,33 @@
+package main
+
+/*
+#cgo CFLAGS: -std=c11 -Wall -Wextra -Werror -I${SRCDIR}/.. -I${SRCDIR}/../../provider/dataplane -I${SRCDIR}/../../uapi/c
+#include "shim.h"
+*/
+import "C"
+
+import "golang.org/x/sys/unix"
+
+// main is never called: this package is built with -buildmode=c-shared.
+func main() {}
+
+// settings are the front library's user settings (settings.c), handed over
+// once by usb4goStart.
+var settings struct {
+	forceKernelCommands bool
+}
+
+// usb4goStart is the first call the front library makes after loading the Go
+// part (cshim/golib.c): it checks that both were built from the same table
+// of entry points and takes over the settings.
+//
+//export usb4goStart
+func usb4goStart(apiVersion C.uint32_t, cfg *C.struct_usb4_go_config) (rc C.int) {
+	defer contain("start", &rc)
+	forcedPanic("start")
+	if apiVersion != C.USB4_GO_API_VERSION {
+		return C.int(unix.ELIBBAD)
+	}
+	settings.forceKernelCommands = bool(cfg.force_kernel_commands)
+	return 0
+}

@@ -1,0 +1,544 @@
+package main
+
+/*
+#include <stdint.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"usb4verbs/provider"
+	"usb4verbs/provider/dataplane"
+	"usb4verbs/uapi"
+)
+
+// The Go side of a CQ, QP and SRQ: the kernel object (provider) and the data
+// path's C object (dataplane), which objects.c calls directly.
+type cqEntry struct {
+	cq *provider.CQ
+	dp *dataplane.CQ
+	ch *provider.CompChannel // libibverbs' channel, adopted; or nil
+}
+
+type qpEntry struct {
+	qp *provider.QP
+	dp *dataplane.QP
+}
+
+type srqEntry struct {
+	srq *provider.SRQ
+	dp  *dataplane.SRQ
+}
+
+// closeContext frees the data-path objects the application left behind
+// (QPs before the CQs they point at; DV teardown needs the command fd), then
+// closes the context, which destroys the kernel objects.
+func closeContext(ctx *provider.Context) {
+	left := handles.takeOwnedBy(ctx)
+	for _, v := range left {
+		if e, ok := v.(*qpEntry); ok {
+			e.dp.Close()
+		}
+	}
+	for _, v := range left {
+		switch e := v.(type) {
+		case *srqEntry:
+			e.dp.Close()
+		case *cqEntry:
+			e.dp.Close()
+		}
+	}
+	_ = ctx.Close()
+}
+
+//export usb4goWarm
+func usb4goWarm() {}
+
+//export usb4goCreateCQ
+func usb4goCreateCQ(h C.uintptr_t, cqe, channelFD, compVector C.int, userHandle C.uint64_t, out *C.struct_usb4_obj_info) (rc C.int) {
+	defer contain("create_cq", &rc)
+	forcedPanic("create_cq")
+	ctx, ok := lookup[*provider.Context](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	// ibv_create_comp_channel is core-only: libibverbs created the channel
+	// on our command fd and owns its fd. Binding the CQ to that fd makes the
+	// kernel deliver events to the file the application reads.
+	var ch *provider.CompChannel
+	if channelFD >= 0 {
+		var err error
+		if ch, err = ctx.CompChannelFromFD(int(channelFD)); err != nil {
+			return errnoOf(err)
+		}
+	}
+	cq, err := ctx.CreateCQ(provider.CQAttr{CQE: int(cqe), CompVector: uint32(compVector), Channel: ch, UserHandle: uint64(userHandle)})
+	if err != nil {
+		if ch != nil {
+			_ = ch.Close()
+		}
+		return errnoOf(err)
+	}
+	e := &cqEntry{cq: cq, ch: ch}
+	if err := attachCQ(ctx, e, uint32(cqe)); err != nil {
+		destroyCQ(e)
+		return errnoOf(err)
+	}
+	out._go = C.uintptr_t(handles.add(ctx, e))
+	out.handle = C.uint32_t(cq.Handle())
+	out.num = C.uint32_t(cq.CQE())
+	out.eng = e.dp.CPtr()
+	return 0
+}
+
+// attachCQ creates the data-path CQ on the backend the device offers.
+func attachCQ(ctx *provider.Context, e *cqEntry, requested uint32) error {
+	dp, err := dataplane.NewCQ(nil, ctx.CmdFD(), e.cq.Handle(), e.cq.CQE())
+	if err != nil {
+		return err
+	}
+	e.dp = dp
+	switch ctx.Driver().Kind {
+	case provider.DriverRXE:
+		mi, ok := e.cq.RxeQueue()
+		if !ok {
+			return unix.EPROTO
+		}
+		return dp.AttachRxe(nil, mi.Offset, mi.Size)
+	case provider.DriverUSB4:
+		if kernelCommandsForced() {
+			break
+		}
+		if tail := e.cq.DriverResp(); len(tail) >= dataplane.SizeofCreateCQTail {
+			dp.TryMappedRing(tail, requested)
+		}
+	}
+	return nil
+}
+
+// kernelCommandsForced says whether the user set force_kernel_commands
+// (settings.c, handed over by usb4goStart): usb4 CQs and QPs then stay on
+// kernel commands.
+func kernelCommandsForced() bool { return settings.forceKernelCommands }
+
+func destroyCQ(e *cqEntry) {
+	_ = e.cq.Destroy()
+	if e.dp != nil {
+		e.dp.Close()
+	}
+	if e.ch != nil {
+		_ = e.ch.Close()
+	}
+}
+
+// reportDestroyed hands the kernel's event counts of a destroyed CQ, QP or
+// SRQ to objects.c, which waits until the application has acknowledged as
+// many (as ibv_cmd_destroy_* do), and retires the Go handle. The caller then
+// disowns the engine object: objects.c frees it after that wait, in
+// rdma-core's order (destroy in the kernel, wait for the acks, unmap and
+// free), since a thread holding an event may use it until it acks.
+func reportDestroyed(h C.uintptr_t, ev provider.EventCounts, out *C.struct_usb4_event_counts) {
+	out.comp = C.uint32_t(ev.Comp)
+	out.async = C.uint32_t(ev.Async)
+	handles.remove(uintptr(h))
+}
+
+// usb4goDestroyCQ destroys the CQ and reports the kernel's event counts;
+// objects.c waits for the application to acknowledge as many.
+//
+//export usb4goDestroyCQ
+func usb4goDestroyCQ(h C.uintptr_t, out *C.struct_usb4_event_counts) (rc C.int) {
+	defer contain("destroy_cq", &rc)
+	forcedPanic("destroy_cq")
+	e, ok := lookup[*cqEntry](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	ev, err := e.cq.DestroyWithEvents()
+	if err != nil {
+		return errnoOf(err) // EBUSY while QPs use it: the CQ stays usable
+	}
+	reportDestroyed(h, ev, out)
+	e.dp.Disown() // objects.c frees it after the acks
+	if e.ch != nil {
+		_ = e.ch.Close()
+	}
+	return 0
+}
+
+func capFromC(c *C.struct_usb4_ibv_qp_cap) provider.QPCap {
+	return provider.QPCap{MaxSendWR: uint32(c.max_send_wr), MaxRecvWR: uint32(c.max_recv_wr),
+		MaxSendSGE: uint32(c.max_send_sge), MaxRecvSGE: uint32(c.max_recv_sge), MaxInlineData: uint32(c.max_inline_data)}
+}
+
+func capToC(p provider.QPCap, c *C.struct_usb4_ibv_qp_cap) {
+	c.max_send_wr = C.uint32_t(p.MaxSendWR)
+	c.max_recv_wr = C.uint32_t(p.MaxRecvWR)
+	c.max_send_sge = C.uint32_t(p.MaxSendSGE)
+	c.max_recv_sge = C.uint32_t(p.MaxRecvSGE)
+	c.max_inline_data = C.uint32_t(p.MaxInlineData)
+}
+
+//export usb4goCreateQP
+func usb4goCreateQP(h C.uintptr_t, req *C.struct_usb4_qp_req, out *C.struct_usb4_obj_info) (rc C.int) {
+	defer contain("create_qp", &rc)
+	forcedPanic("create_qp")
+	pd, ok := lookup[*provider.PD](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	scq, ok1 := lookup[*cqEntry](req.send_cq)
+	rcq, ok2 := lookup[*cqEntry](req.recv_cq)
+	if !ok1 || !ok2 {
+		return C.int(unix.EBADF)
+	}
+	var srq *srqEntry
+	if req.srq != 0 {
+		if srq, ok = lookup[*srqEntry](req.srq); !ok {
+			return C.int(unix.EBADF)
+		}
+	}
+	attr := provider.QPInitAttr{
+		Type:       provider.QPType(req.qp_type),
+		SendCQ:     scq.cq,
+		RecvCQ:     rcq.cq,
+		Cap:        capFromC(&req.cap),
+		SigAll:     req.sq_sig_all != 0,
+		UserHandle: uint64(req.user_handle),
+	}
+	if srq != nil {
+		attr.SRQ = srq.srq
+	}
+	qp, err := pd.CreateQP(attr)
+	if err != nil {
+		return errnoOf(err)
+	}
+	granted := qp.InitAttr().Cap
+	ctx := pd.Context()
+	cfg := dataplane.QPConfig{
+		CmdFd: ctx.CmdFD(), Handle: qp.Handle(), QPNum: qp.QPN(), Type: uint32(req.qp_type),
+		SqSigAll: attr.SigAll, MaxSendWR: granted.MaxSendWR, MaxSendSGE: granted.MaxSendSGE, MaxRecvSGE: granted.MaxRecvSGE,
+		MaxInline: granted.MaxInlineData, SendCQ: scq.dp, RecvCQ: rcq.dp,
+	}
+	if srq != nil {
+		cfg.SRQ = srq.dp
+	}
+	dp, err := dataplane.NewQP(cfg)
+	if err != nil {
+		_ = qp.Destroy()
+		return errnoOf(err)
+	}
+	switch drv := ctx.Driver(); drv.Kind {
+	case provider.DriverRXE:
+		rq, sq, ok := qp.RxeQueues()
+		if !ok {
+			err = unix.EPROTO
+		} else {
+			err = dp.AttachRxe(nil, sq.Offset, sq.Size, nil, rq.Offset, rq.Size)
+		}
+	case provider.DriverUSB4:
+		if !kernelCommandsForced() {
+			dp.TryDV(drv.ID) // falls back to kernel commands by itself
+		}
+	}
+	if err != nil {
+		dp.Close()
+		_ = qp.Destroy()
+		return errnoOf(err)
+	}
+	capToC(granted, &req.cap)
+	out._go = C.uintptr_t(handles.add(ctx, &qpEntry{qp: qp, dp: dp}))
+	out.handle = C.uint32_t(qp.Handle())
+	out.num = C.uint32_t(qp.QPN())
+	out.eng = dp.CPtr()
+	return 0
+}
+
+func ahAttrFromC(a *C.struct_usb4_ibv_ah_attr) provider.AHAttr {
+	var r provider.AHAttr
+	copy(r.GRH.DGID[:], C.GoBytes(unsafe.Pointer(&a.grh.dgid[0]), 16))
+	r.GRH.FlowLabel = uint32(a.grh.flow_label)
+	r.GRH.SGIDIndex = uint8(a.grh.sgid_index)
+	r.GRH.HopLimit = uint8(a.grh.hop_limit)
+	r.GRH.TrafficClass = uint8(a.grh.traffic_class)
+	r.DLID = uint16(a.dlid)
+	r.SL = uint8(a.sl)
+	r.SrcPathBits = uint8(a.src_path_bits)
+	r.StaticRate = uint8(a.static_rate)
+	r.IsGlobal = a.is_global != 0
+	r.Port = uint8(a.port_num)
+	return r
+}
+
+func ahAttrToC(r provider.AHAttr, a *C.struct_usb4_ibv_ah_attr) {
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(&a.grh.dgid[0])), 16)
+	copy(dst, r.GRH.DGID[:])
+	a.grh.flow_label = C.uint32_t(r.GRH.FlowLabel)
+	a.grh.sgid_index = C.uint8_t(r.GRH.SGIDIndex)
+	a.grh.hop_limit = C.uint8_t(r.GRH.HopLimit)
+	a.grh.traffic_class = C.uint8_t(r.GRH.TrafficClass)
+	a.dlid = C.uint16_t(r.DLID)
+	a.sl = C.uint8_t(r.SL)
+	a.src_path_bits = C.uint8_t(r.SrcPathBits)
+	a.static_rate = C.uint8_t(r.StaticRate)
+	a.is_global = 0
+	if r.IsGlobal {
+		a.is_global = 1
+	}
+	a.port_num = C.uint8_t(r.Port)
+}
+
+func qpAttrFromC(a *C.struct_usb4_ibv_qp_attr) provider.QPAttr {
+	return provider.QPAttr{
+		State: uint8(a.qp_state), CurState: uint8(a.cur_qp_state), PathMTU: uint8(a.path_mtu),
+		PathMigState: uint8(a.path_mig_state), QKey: uint32(a.qkey), RQPSN: uint32(a.rq_psn),
+		SQPSN: uint32(a.sq_psn), DestQPN: uint32(a.dest_qp_num), AccessFlags: uint32(a.qp_access_flags),
+		PKeyIndex: uint16(a.pkey_index), AltPKeyIndex: uint16(a.alt_pkey_index),
+		EnSQDAsyncNotify: uint8(a.en_sqd_async_notify), SQDraining: uint8(a.sq_draining),
+		MaxRdAtomic: uint8(a.max_rd_atomic), MaxDestRdAtomic: uint8(a.max_dest_rd_atomic),
+		MinRNRTimer: uint8(a.min_rnr_timer), Port: uint8(a.port_num), Timeout: uint8(a.timeout),
+		RetryCnt: uint8(a.retry_cnt), RNRRetry: uint8(a.rnr_retry), AltPort: uint8(a.alt_port_num),
+		AltTimeout: uint8(a.alt_timeout), AH: ahAttrFromC(&a.ah_attr), AltAH: ahAttrFromC(&a.alt_ah_attr),
+		Cap: capFromC(&a.cap),
+	}
+}
+
+func qpAttrToC(p provider.QPAttr, a *C.struct_usb4_ibv_qp_attr) {
+	*a = C.struct_usb4_ibv_qp_attr{}
+	a.qp_state = C.uint32_t(p.State)
+	a.cur_qp_state = C.uint32_t(p.CurState)
+	a.path_mtu = C.uint32_t(p.PathMTU)
+	a.path_mig_state = C.uint32_t(p.PathMigState)
+	a.qkey = C.uint32_t(p.QKey)
+	a.rq_psn = C.uint32_t(p.RQPSN)
+	a.sq_psn = C.uint32_t(p.SQPSN)
+	a.dest_qp_num = C.uint32_t(p.DestQPN)
+	a.qp_access_flags = C.uint32_t(p.AccessFlags)
+	capToC(p.Cap, &a.cap)
+	ahAttrToC(p.AH, &a.ah_attr)
+	ahAttrToC(p.AltAH, &a.alt_ah_attr)
+	a.pkey_index = C.uint16_t(p.PKeyIndex)
+	a.alt_pkey_index = C.uint16_t(p.AltPKeyIndex)
+	a.en_sqd_async_notify = C.uint8_t(p.EnSQDAsyncNotify)
+	a.sq_draining = C.uint8_t(p.SQDraining)
+	a.max_rd_atomic = C.uint8_t(p.MaxRdAtomic)
+	a.max_dest_rd_atomic = C.uint8_t(p.MaxDestRdAtomic)
+	a.min_rnr_timer = C.uint8_t(p.MinRNRTimer)
+	a.port_num = C.uint8_t(p.Port)
+	a.timeout = C.uint8_t(p.Timeout)
+	a.retry_cnt = C.uint8_t(p.RetryCnt)
+	a.rnr_retry = C.uint8_t(p.RNRRetry)
+	a.alt_port_num = C.uint8_t(p.AltPort)
+	a.alt_timeout = C.uint8_t(p.AltTimeout)
+}
+
+//export usb4goModifyQP
+func usb4goModifyQP(h C.uintptr_t, attr *C.struct_usb4_ibv_qp_attr, mask C.int) (rc C.int) {
+	defer contain("modify_qp", &rc)
+	forcedPanic("modify_qp")
+	e, ok := lookup[*qpEntry](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	a := qpAttrFromC(attr)
+	return errnoOf(e.qp.Modify(&a, uint32(mask)))
+}
+
+//export usb4goQueryQP
+func usb4goQueryQP(h C.uintptr_t, mask C.int, attr *C.struct_usb4_ibv_qp_attr, initCap *C.struct_usb4_ibv_qp_cap, sigAll *C.int32_t) (rc C.int) {
+	defer contain("query_qp", &rc)
+	forcedPanic("query_qp")
+	e, ok := lookup[*qpEntry](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	a, init, err := e.qp.Query(uint32(mask))
+	if err != nil {
+		return errnoOf(err)
+	}
+	qpAttrToC(a, attr)
+	capToC(init.Cap, initCap)
+	*sigAll = 0
+	if init.SigAll {
+		*sigAll = 1
+	}
+	return 0
+}
+
+// usb4goDestroyQP destroys the QP and reports the kernel's async event
+// count; objects.c waits for the application to acknowledge as many.
+//
+//export usb4goDestroyQP
+func usb4goDestroyQP(h C.uintptr_t, out *C.struct_usb4_event_counts) (rc C.int) {
+	defer contain("destroy_qp", &rc)
+	forcedPanic("destroy_qp")
+	e, ok := lookup[*qpEntry](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	ev, err := e.qp.DestroyWithEvents()
+	if err != nil {
+		return errnoOf(err)
+	}
+	reportDestroyed(h, ev, out)
+	e.dp.Disown() // objects.c frees it after the acks, without DESTROY_QUEUE
+	return 0
+}
+
+//export usb4goCreateSRQ
+func usb4goCreateSRQ(h C.uintptr_t, userHandle C.uint64_t, attr *C.struct_usb4_ibv_srq_attr, out *C.struct_usb4_obj_info) (rc C.int) {
+	defer contain("create_srq", &rc)
+	forcedPanic("create_srq")
+	pd, ok := lookup[*provider.PD](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	srq, err := pd.CreateSRQ(provider.SRQInitAttr{MaxWR: uint32(attr.max_wr), MaxSGE: uint32(attr.max_sge),
+		Limit: uint32(attr.srq_limit), UserHandle: uint64(userHandle)})
+	if err != nil {
+		return errnoOf(err)
+	}
+	ctx := pd.Context()
+	granted := srq.InitAttr()
+	dp, err := dataplane.NewSRQ(nil, ctx.CmdFD(), srq.Handle(), granted.MaxSGE)
+	if err == nil && ctx.Driver().Kind == provider.DriverRXE {
+		if mi, ok := srq.RxeQueue(); !ok {
+			err = unix.EPROTO
+		} else {
+			err = dp.AttachRxe(nil, mi.Offset, mi.Size)
+		}
+	}
+	if err != nil {
+		if dp != nil {
+			dp.Close()
+		}
+		_ = srq.Destroy()
+		return errnoOf(err)
+	}
+	// Report the granted sizes back, as rdma-core providers do.
+	attr.max_wr = C.uint32_t(granted.MaxWR)
+	attr.max_sge = C.uint32_t(granted.MaxSGE)
+	out._go = C.uintptr_t(handles.add(ctx, &srqEntry{srq: srq, dp: dp}))
+	out.handle = C.uint32_t(srq.Handle())
+	out.eng = dp.CPtr()
+	return 0
+}
+
+//export usb4goModifySRQ
+func usb4goModifySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr, mask C.int) (rc C.int) {
+	defer contain("modify_srq", &rc)
+	forcedPanic("modify_srq")
+	e, ok := lookup[*srqEntry](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	a := provider.SRQAttr{MaxWR: uint32(attr.max_wr), MaxSGE: uint32(attr.max_sge), Limit: uint32(attr.srq_limit)}
+	if uint32(mask)&uapi.IB_SRQ_MAX_WR == 0 {
+		return errnoOf(e.srq.Modify(a, uint32(mask)))
+	}
+	// A resize: rxe moves the queue to a new ring, and the posters with it.
+	var modified bool
+	err := e.dp.Resize(func() (uint64, uint32, error) {
+		if err := e.srq.Modify(a, uint32(mask)); err != nil {
+			return 0, 0, err
+		}
+		modified = true
+		mi, _ := e.srq.RxeQueue()
+		return mi.Offset, mi.Size, nil
+	})
+	if err != nil && modified {
+		fmt.Fprintf(os.Stderr, "libusb4_rdma: modify_srq: the kernel resized SRQ %d but its new ring is unusable (%v); posting to it fails from now on\n",
+			e.srq.Handle(), err)
+	}
+	return errnoOf(err)
+}
+
+//export usb4goQuerySRQ
+func usb4goQuerySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr) (rc C.int) {
+	defer contain("query_srq", &rc)
+	forcedPanic("query_srq")
+	e, ok := lookup[*srqEntry](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	a, err := e.srq.Query()
+	if err != nil {
+		return errnoOf(err)
+	}
+	attr.max_wr = C.uint32_t(a.MaxWR)
+	attr.max_sge = C.uint32_t(a.MaxSGE)
+	attr.srq_limit = C.uint32_t(a.Limit)
+	return 0
+}
+
+// usb4goDestroySRQ destroys the SRQ and reports the kernel's async event
+// count; objects.c waits for the application to acknowledge as many.
+//
+//export usb4goDestroySRQ
+func usb4goDestroySRQ(h C.uintptr_t, out *C.struct_usb4_event_counts) (rc C.int) {
+	defer contain("destroy_srq", &rc)
+	forcedPanic("destroy_srq")
+	e, ok := lookup[*srqEntry](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	ev, err := e.srq.DestroyWithEvents()
+	if err != nil {
+		return errnoOf(err)
+	}
+	reportDestroyed(h, ev, out)
+	e.dp.Disown() // objects.c frees it after the acks
+	return 0
+}
+
+//export usb4goCreateAH
+func usb4goCreateAH(h C.uintptr_t, attr *C.struct_usb4_ibv_ah_attr, out *C.struct_usb4_obj_info) (rc C.int) {
+	defer contain("create_ah", &rc)
+	forcedPanic("create_ah")
+	pd, ok := lookup[*provider.PD](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	ah, err := pd.CreateAH(ahAttrFromC(attr))
+	if err != nil {
+		return errnoOf(err)
+	}
+	var ahNum uint32
+	if resp := ah.DriverResp(); pd.Context().Driver().Kind == provider.DriverRXE {
+		if len(resp) >= 4 {
+			ahNum = binary.LittleEndian.Uint32(resp)
+		}
+		// Kernels before 5.14 give no AH index; the engine would then need
+		// the address vector built in user space, which we do not do.
+		if ahNum == 0 {
+			_ = ah.Destroy()
+			return C.int(unix.EOPNOTSUPP)
+		}
+	}
+	out._go = C.uintptr_t(handles.add(pd.Context(), ah))
+	out.handle = C.uint32_t(ah.Handle())
+	out.num = C.uint32_t(ahNum)
+	return 0
+}
+
+//export usb4goDestroyAH
+func usb4goDestroyAH(h C.uintptr_t) (rc C.int) {
+	defer contain("destroy_ah", &rc)
+	forcedPanic("destroy_ah")
+	ah, ok := lookup[*provider.AH](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	if err := ah.Destroy(); err != nil {
+		return errnoOf(err)
+	}
+	handles.remove(uintptr(h))
+	return 0
+}

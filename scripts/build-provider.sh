@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# scripts/build-provider.sh OUTDIR [GO BUILD FLAGS...]: builds the provider's two files
+# into OUTDIR (cshim/README.md):
+#   libusb4_rdma.so     the front library libibverbs loads: C only (cshim/*.c and the
+#                       data-path engine of provider/dataplane), no Go runtime
+#   libusb4_rdma-go.so  the Go part (cshim/gopart, -buildmode=c-shared), which the
+#                       front dlopens from its own directory at the first open of a
+#                       device it claimed; GO BUILD FLAGS (e.g. -race) apply to it
+# Install both in one directory. CC (default gcc) and CFLAGS_EXTRA (e.g. -g) are honoured.
+set -euo pipefail
+[[ $# -ge 1 ]] || { echo "usage: $0 OUTDIR [go build flags...]" >&2; exit 2; }
+out=$1; shift
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cc=${CC:-gcc}
+mkdir -p "$out"
+obj=$(mktemp -d "${TMPDIR:-/tmp}/usb4-front.XXXXXX")
+trap 'rm -rf "$obj"' EXIT
+
+# The same language levels and warnings as the cgo builds of these files
+# (cshim/cgo.go, provider/dataplane/dataplane.go). Only the constructor matters
+# to libibverbs: every other symbol stays inside the library.
+common=(-O2 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I"$repo/uapi/c" ${CFLAGS_EXTRA:-})
+objs=()
+for f in "$repo"/cshim/*.c; do
+  o=$obj/front-$(basename "${f%.c}").o
+  "$cc" -std=c11 "${common[@]}" -I"$repo/provider/dataplane" -c -o "$o" "$f"
+  objs+=("$o")
+done
+for f in "$repo"/provider/dataplane/*.c; do
+  [[ $(basename "$f") == bench.c ]] && continue # benchmark helper, not the engine
+  o=$obj/engine-$(basename "${f%.c}").o
+  "$cc" -std=gnu11 "${common[@]}" -c -o "$o" "$f"
+  objs+=("$o")
+done
+"$cc" -shared -Wl,-z,now -Wl,--as-needed -o "$out/libusb4_rdma.so.tmp" "${objs[@]}" -ldl -lpthread
+mv "$out/libusb4_rdma.so.tmp" "$out/libusb4_rdma.so"
+
+(cd "$repo" && go build "$@" -buildmode=c-shared -o "$out/libusb4_rdma-go.so" ./cshim/gopart)
+rm -f "$out/libusb4_rdma-go.h"

@@ -1,0 +1,230 @@
+#!/bin/sh
+# ibvinfo and faults on the real module, run in the guest as VM_GUEST_SCRIPT after the
+# usb4 setup (tbloop and thunderbolt_ibverbs loaded, both hosts up) with
+# VM_FILES=<dir with ibvinfo, badinput, unsupported> and ibverbs-utils + perftest in the
+# image (tests/usb4/run.sh's diag boot). Prints go-test-style lines
+# usb4/<tree>/ibvinfo/<check> and usb4/<tree>/faults/<case>, and each captured ibvinfo
+# tree (healthy, link-trained-down, cable-pulled) as a base64 tar.gz between
+# "=== ibvinfo-capture NAME begin/end ===" lines, which tests/usb4/capture-ibvinfo-tree.sh
+# unpacks on the host.
+# shellcheck disable=SC3045 # busybox
+
+tree=${USB4VERBS_BACKEND_TREE:?not in the usb4 mode}
+B=/opt/usb4verbs
+TB=/sys/kernel/debug/tbloop
+TBP=/sys/module/tbloop/parameters
+TBV=/sys/kernel/debug/thunderbolt_ibverbs
+failed=0
+pass() { echo "--- PASS: usb4/$tree/$1"; }
+fail() { echo "--- FAIL: usb4/$tree/$1 ($2)"; failed=1; }
+ndevs() { ls /sys/class/infiniband 2>/dev/null | grep -c '^usb4_rdma'; }
+dev0=${USB4VERBS_DEV0:?} dev1=${USB4VERBS_DEV1:?} gid0=${USB4VERBS_GID0:?} gid1=${USB4VERBS_GID1:?}
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+
+# wait_active N SECONDS: until N usb4_rdma ports are ACTIVE.
+wait_active() {
+  i=0
+  while [ $i -lt $(($2 * 10)) ]; do
+    n=0
+    for d in /sys/class/infiniband/usb4_rdma*; do
+      grep -qs ACTIVE "$d/ports/1/state" && n=$((n + 1))
+    done
+    [ $n -ge "$1" ] && return 0
+    sleep 0.1; i=$((i + 1))
+  done
+  return 1
+}
+
+# pingpong ITERS: ibv_rc_pingpong dev1 -> dev0 through our provider; the client's status.
+pingpong() {
+  taskset 1 timeout 60 ibv_rc_pingpong -d "$dev0" -g "$gid0" -n "$1" > /tmp/pp.server 2>&1 &
+  pps=$!
+  sleep 1
+  taskset 2 timeout 50 ibv_rc_pingpong -d "$dev1" -g "$gid1" -n "$1" 127.0.0.1 2>&1
+  pprc=$?
+  j=0; while kill -0 $pps 2>/dev/null && [ $j -lt 100 ]; do sleep 0.1; j=$((j + 1)); done
+  kill $pps 2>/dev/null; wait $pps
+  return $pprc
+}
+
+# capf FILE...: copy readable files into the capture tree $T at the same path.
+capf() {
+  for f in "$@"; do
+    [ -f "$f" ] || continue
+    mkdir -p "$T${f%/*}"
+    cat "$f" > "$T$f" 2>/dev/null || rm -f "$T$f"
+  done
+}
+
+# capture NAME: the files ibvinfo reads (internal/sysinfo), as ibvinfo --root reads
+# them, plus the live ibvinfo outputs next to the tree; then printed as base64.
+capture() {
+  C=/tmp/capture/$1
+  T=$C/root
+  rm -rf "$C"; mkdir -p "$T"
+  for d in /sys/class/infiniband/*; do
+    [ -e "$d" ] || continue
+    capf "$d"/node_guid "$d"/node_type "$d"/fw_ver "$d"/sys_image_guid "$d"/parent
+    if [ -L "$d/device/driver" ]; then
+      mkdir -p "$T$d/device"; ln -s "$(readlink "$d/device/driver")" "$T$d/device/driver"
+    fi
+    for p in "$d"/ports/*; do
+      capf "$p"/state "$p"/phys_state "$p"/rate "$p"/link_layer
+      mkdir -p "$T$p/gids"
+      for g in "$p"/gids/*; do
+        # An empty RoCE entry reads as zeros or fails: kept as an empty file.
+        cat "$g" > "$T$g" 2>/dev/null || : > "$T$g"
+        capf "$p/gid_attrs/types/${g##*/}" "$p/gid_attrs/ndevs/${g##*/}"
+      done
+    done
+  done
+  mkdir -p "$T/sys/class/infiniband_verbs"
+  for u in /sys/class/infiniband_verbs/uverbs*; do capf "$u"/ibdev "$u"/abi_version; done
+  capf /sys/class/infiniband_verbs/abi_version
+  for n in /sys/class/net/*; do capf "$n"/mtu; done
+  mkdir -p "$T/sys/bus/thunderbolt/devices" "$T/sys/bus/thunderbolt/drivers"
+  for t in /sys/bus/thunderbolt/devices/*; do
+    mkdir -p "$T$t"
+    for f in "$t"/*; do [ -f "$f" ] && [ "${f##*/}" != uevent ] && capf "$f"; done
+  done
+  for drv in /sys/bus/thunderbolt/drivers/*; do
+    mkdir -p "$T$drv"
+    for e in "$drv"/*; do
+      [ -L "$e" ] && ln -s "$(readlink "$e")" "$T$e"
+      [ -f "$e" ] && : > "$T$e"
+    done
+  done
+  for m in thunderbolt_ibverbs thunderbolt_net; do
+    [ -d /sys/module/$m ] || continue
+    mkdir -p "$T/sys/module/$m/parameters"
+    capf /sys/module/$m/parameters/*
+  done
+  capf $TBV/*
+  # summary.2, the later sample doctor --watch compares: after a few messages
+  # through our provider, so the data-path counters have moved.
+  if [ "$(ndevs)" -gt 0 ]; then
+    pingpong 20 > "$C/summary2.pingpong" 2>&1
+    echo "exit $?" >> "$C/summary2.pingpong"
+  fi
+  cp "$TBV/summary" "$T$TBV/summary.2"
+  mkdir -p "$T/sys/class/iommu" "$T/sys/kernel/iommu_groups"
+  for g in /sys/kernel/iommu_groups/*; do capf "$g"/type; done
+  capf /proc/cmdline /proc/self/limits /proc/self/status
+  # Only the variables ibvinfo looks at, NUL-separated as in the kernel's file.
+  env | grep -E '^(RDMAV_DRIVERS|IBV_DRIVERS|NCCL_IB_HCA|UCX_NET_DEVICES|GGML_RDMA_DEV)=' | tr '\n' '\0' > "$T/proc/self/environ"
+  for f in /etc/udev/rules.d/* /usr/lib/udev/rules.d/*rdma* /etc/libibverbs.d/*; do capf "$f"; done
+  $B/ibvinfo --no-color > "$C/live.show.txt" 2>&1; echo "exit $?" >> "$C/live.show.txt"
+  $B/ibvinfo --json > "$C/live.show.json" 2> "$C/live.show.err"
+  $B/ibvinfo doctor --no-color > "$C/live.doctor.txt" 2>&1; echo "exit $?" >> "$C/live.doctor.txt"
+  $B/ibvinfo doctor --json > "$C/live.doctor.json" 2> "$C/live.doctor.err"
+  $B/ibvinfo --root "$T" --json > "$C/root.show.json" 2>&1
+  cat /sys/kernel/debug/tbloop/stats > "$C/tbloop.stats" 2>/dev/null
+  echo "=== ibvinfo-capture $1 begin ==="
+  (cd "$C" && tar czf - .) | base64
+  echo "=== ibvinfo-capture $1 end ==="
+}
+
+# doctor_finding NAME CHECK SEVERITY: doctor --json of capture NAME names CHECK with SEVERITY.
+doctor_finding() {
+  tr -d ' \n' < "/tmp/capture/$1/live.doctor.json" | grep -q "\"id\":\"$2\",\"verdict\":\"$3\""
+}
+
+all=$((2 * 2))
+wait_active "$all" 30 || fail setup "$(ndevs) of $all ports ACTIVE"
+echo "devices: $(ls /sys/class/infiniband | tr '\n' ' ')"
+
+# 1. ibvinfo on the healthy bed.
+capture healthy
+if grep -q '^exit 0$' /tmp/capture/healthy/live.show.txt; then pass ibvinfo/show
+else fail ibvinfo/show "$(tail -n 1 /tmp/capture/healthy/live.show.txt)"; fi
+cat /tmp/capture/healthy/live.show.txt
+cat /tmp/capture/healthy/live.doctor.txt
+
+# 2. A trained-down link: doctor names it, on both ends of cable 0.
+echo 1 > $TB/cable0/link_lanes
+capture link-trained-down
+cat /tmp/capture/link-trained-down/live.doctor.txt
+if doctor_finding link-trained-down link-trained-down error; then pass ibvinfo/doctor_link_lanes_1
+else fail ibvinfo/doctor_link_lanes_1 "no link-trained-down error"; fi
+echo 2 > $TB/cable0/link_lanes; echo 10 > $TB/cable0/link_speed
+$B/ibvinfo doctor --json > /tmp/speed10.json 2>&1
+if tr -d ' \n' < /tmp/speed10.json | grep -q '"id":"link-trained-down","verdict":"error"'; then pass ibvinfo/doctor_link_speed_10
+else fail ibvinfo/doctor_link_speed_10 "no link-trained-down error"; fi
+echo 20 > $TB/cable0/link_speed
+
+# 3. A cable pulled under ib_write_bw: both ends exit with an error, no hang; async
+#    events seen by ibv_asyncwatch on each device.
+timeout 70 $B/unsupported --async-watch "$dev0" 60 > /tmp/async0 2>&1 &
+a0=$!
+timeout 70 $B/unsupported --async-watch "$dev1" 60 > /tmp/async1 2>&1 &
+a1=$!
+taskset 1 timeout 90 ib_write_bw -d "$dev0" -x "$gid0" -n 1000000 -s 65536 > /tmp/wbw.server 2>&1 &
+sp=$!
+sleep 2
+taskset 2 timeout 90 ib_write_bw -d "$dev1" -x "$gid1" -n 1000000 -s 65536 127.0.0.1 > /tmp/wbw.client 2>&1 &
+cp=$!
+sleep 6
+echo 0 > $TB/cable0/plugged
+i=0
+while { kill -0 $cp 2>/dev/null || kill -0 $sp 2>/dev/null; } && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+hung=""
+kill -0 $cp 2>/dev/null && hung="client"
+kill -0 $sp 2>/dev/null && hung="$hung server"
+kill $cp $sp 2>/dev/null; wait $cp; crc=$?; wait $sp; src=$?
+sleep 1
+kill $a0 $a1 2>/dev/null; wait $a0 $a1 2>/dev/null
+echo "dmesg after the pull:"; dmesg | tail -n 15
+echo "ib_write_bw client (exit $crc):"; cat /tmp/wbw.client
+echo "ib_write_bw server (exit $src):"; cat /tmp/wbw.server
+echo "async events $dev0:"; cat /tmp/async0
+echo "async events $dev1:"; cat /tmp/async1
+# 124 (timeout) or 143 (busybox timeout: the child got its SIGTERM) is a hang.
+if [ -z "$hung" ] && [ $crc != 0 ] && [ $crc != 124 ] && [ $crc != 143 ] && [ $src != 124 ] && [ $src != 143 ]; then
+  pass faults/cable_pull_ib_write_bw
+else
+  fail faults/cable_pull_ib_write_bw "hung: '$hung', client exit $crc, server exit $src"
+fi
+if grep -q ': event ' /tmp/async0 /tmp/async1; then pass faults/cable_pull_async_event
+else fail faults/cable_pull_async_event "no async event on $dev0 or $dev1"; fi
+capture cable-pulled
+cat /tmp/capture/cable-pulled/live.doctor.txt
+
+echo 1 > $TB/cable0/plugged
+wait_active "$all" 30 || fail faults/cable_replug "$(ndevs) of $all ports ACTIVE 30 s after the replug"
+
+# 4. Dropped frames under traffic through our provider: recovered, or reported as an
+#    error completion the way the module reports a loss, within bounded time.
+before=$(sed -n 's/^frames_dropped_fault: //p' $TB/stats)
+echo 3 > $TBP/drop_count
+taskset 1 timeout 60 ibv_rc_pingpong -d "$dev0" -g "$gid0" -n 50 > /tmp/drop.server 2>&1 &
+sp=$!
+sleep 1
+taskset 2 timeout 50 ibv_rc_pingpong -d "$dev1" -g "$gid1" -n 50 127.0.0.1 > /tmp/drop.client 2>&1
+crc=$?
+i=0; while kill -0 $sp 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+kill $sp 2>/dev/null; wait $sp; src=$?
+dropped=$(($(sed -n 's/^frames_dropped_fault: //p' $TB/stats) - before))
+echo "drop_count=3: dropped $dropped, client exit $crc, server exit $src"
+tail -n 3 /tmp/drop.client; tail -n 3 /tmp/drop.server
+if [ "$dropped" -ge 1 ] && [ $crc != 124 ] && [ $src != 124 ] &&
+  { [ $crc = 0 ] || grep -qiE 'failed status|error' /tmp/drop.client; }; then
+  pass faults/drop_count_3
+else
+  fail faults/drop_count_3 "dropped $dropped, client exit $crc, server exit $src"
+fi
+echo 0 > $TBP/drop_count
+
+# 5. Bad input (tests/reliability/badinput.c) and what the module does not offer.
+for prog in badinput unsupported; do
+  for c in $($B/$prog --list); do
+    timeout 60 $B/$prog --case "$c" > /tmp/$prog.$c.out 2>/tmp/$prog.$c.err
+    rc=$?
+    sed "s#rel/$prog/#usb4/$tree/faults/$prog/#" /tmp/$prog.$c.out
+    grep -q "^--- [A-Z]*: rel/$prog/$c " /tmp/$prog.$c.out ||
+      fail "faults/$prog/$c" "no result: exit $rc (124: hang killed; 128+N: signal N): $(tail -n 2 /tmp/$prog.$c.err | tr '\n' ' ')"
+  done
+done
+
+bad=$(dmesg | grep -E 'BUG:|Oops|WARNING:|Call Trace' | head -n 3)
+if [ -z "$bad" ]; then pass faults/no_kernel_warnings; else echo "$bad"; fail faults/no_kernel_warnings "$(echo "$bad" | head -n 1)"; fi
+exit $failed

@@ -46,6 +46,10 @@ type vmSide struct {
 	// usb4: the device is a usb4_rdma device of the real module (not rxe).
 	usb4 bool
 	attr provider.DeviceAttr
+	// sendSGE, when not 0, is the max_send_sge its QPs ask for (else 4 on
+	// rxe, 1 on usb4: a DV WQE carries one SGE, so only such a QP can get
+	// a DV send queue where the module offers one).
+	sendSGE uint32
 }
 
 func vmSides(t *testing.T) (*vmSide, *vmSide) {
@@ -94,17 +98,21 @@ func vmSides(t *testing.T) (*vmSide, *vmSide) {
 // usb4Tree is the module tree of the harness's usb4 mode, "" on rxe.
 func usb4Tree() string { return os.Getenv("USB4VERBS_BACKEND_TREE") }
 
-// wantUSB4Backends is what each module tree offers (tests/usb4/README.md):
-// hellas-main has kernel commands only; hellas-gda-v2 answers DV's
-// QUERY_CAPS with caps = 0, so DV is refused and kernel commands serve;
-// pleite-gda has DV send queues with caps. None offers the mapped CQ ring
-// (donnerkeule's, which does not build: tests/usb4/README.md), so CQs poll
-// through kernel commands. "" means not asserted.
-func wantUSB4Backends(tree string) (cq, send string) {
+// wantUSB4Backends is what each module tree offers a QP granted sendSGE
+// send SGEs (tests/usb4/README.md): hellas-main has kernel commands only;
+// hellas-gda-v2 answers DV's QUERY_CAPS with caps = 0, so DV is refused and
+// kernel commands serve; pleite-gda has DV send queues with caps, taken by a
+// QP whose sends all fit a DV WQE (one SGE), the others stay on kernel
+// commands. None offers the mapped CQ ring (donnerkeule's, which does not
+// build), so CQs poll through kernel commands. "" means not asserted.
+func wantUSB4Backends(tree string, sendSGE uint32) (cq, send string) {
 	switch tree {
 	case "hellas-main", "hellas-gda-v2":
 		return dataplane.BackendKCmd, dataplane.BackendKCmd
 	case "pleite-gda":
+		if sendSGE > 1 {
+			return dataplane.BackendKCmd, dataplane.BackendKCmd
+		}
 		return dataplane.BackendKCmd, dataplane.BackendDV
 	}
 	return "", ""
@@ -123,7 +131,7 @@ func reportBackend(t *testing.T, s *vmSide, cq *dataplane.CQ, q *vmQP) {
 	t.Logf("backend: dev %s tree %q cq %s send %s recv %s (cq fallback %q, qp fallback %q)",
 		s.name, usb4Tree(), cq.Backend(), q.d.SendBackend(), q.d.RecvBackend(), cq.FallbackReason(), q.d.FallbackReason())
 	if s.usb4 {
-		wcq, wsend := wantUSB4Backends(usb4Tree())
+		wcq, wsend := wantUSB4Backends(usb4Tree(), q.qp.InitAttr().Cap.MaxSendSGE)
 		if wcq != "" && cq.Backend() != wcq {
 			t.Errorf("%s: cq backend %s, want %s (fallback %q)", usb4Tree(), cq.Backend(), wcq, cq.FallbackReason())
 		}
@@ -240,7 +248,10 @@ func (s *vmSide) newQP(t *testing.T, typ provider.QPType, cq *provider.CQ, dcq *
 func (s *vmSide) createQP(typ provider.QPType, cq *provider.CQ, srq *provider.SRQ) (*provider.QP, error) {
 	c := provider.QPCap{MaxSendWR: 128, MaxRecvWR: 128, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}
 	if s.usb4 {
-		c.MaxRecvSGE, c.MaxInlineData = 1, 0
+		c.MaxSendSGE, c.MaxRecvSGE, c.MaxInlineData = 1, 1, 0
+	}
+	if s.sendSGE != 0 {
+		c.MaxSendSGE = s.sendSGE
 	}
 	return s.pd.CreateQP(provider.QPInitAttr{Type: typ, SendCQ: cq, RecvCQ: cq, SRQ: srq, Cap: c})
 }
@@ -313,8 +324,12 @@ type rcPair struct {
 	dcqA, dcqB *dataplane.CQ
 }
 
-func newPair(t *testing.T, typ provider.QPType, cqe int) *rcPair {
+func newPair(t *testing.T, typ provider.QPType, cqe int) *rcPair { return newPairSGE(t, typ, cqe, 0) }
+
+// newPairSGE is newPair with QPs asking for sendSGE send SGEs (0: the default).
+func newPairSGE(t *testing.T, typ provider.QPType, cqe int, sendSGE uint32) *rcPair {
 	a, b := vmSides(t)
+	a.sendSGE, b.sendSGE = sendSGE, sendSGE
 	p := &rcPair{a: a, b: b}
 	cqA, dcqA := a.newCQ(t, cqe, nil)
 	cqB, dcqB := b.newCQ(t, cqe, nil)
@@ -360,14 +375,16 @@ func TestVMRCOperations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pair := func(t *testing.T) (*rcPair, *vmSide, *vmSide) {
-		p := newPair(t, provider.QPTypeRC, 64)
+	// pairSGE: multi-SGE sends need 4 send SGEs, which keeps a QP off DV.
+	pairSGE := func(t *testing.T, sendSGE uint32) (*rcPair, *vmSide, *vmSide) {
+		p := newPairSGE(t, provider.QPTypeRC, 64, sendSGE)
 		fillSeed(p.a.buf[:65536], 1)
 		return p, p.a, p.b
 	}
+	pair := func(t *testing.T) (*rcPair, *vmSide, *vmSide) { return pairSGE(t, 0) }
 
 	t.Run("send_multi_sge", func(t *testing.T) {
-		p, a, b := pair(t)
+		p, a, b := pairSGE(t, 4)
 		// Two receive SGEs on rxe; one on usb4, which takes no more.
 		if a.usb4 {
 			recv(t, p, dataplane.RecvWR{WrID: 1, SGEs: []dataplane.SGE{b.sge(1000, 512)}})
@@ -473,7 +490,7 @@ func TestVMRCOperations(t *testing.T) {
 		}
 	})
 	t.Run("rdma_read_two_sge", func(t *testing.T) {
-		p, a, b := pair(t)
+		p, a, b := pairSGE(t, 4)
 		fillSeed(b.buf[35000:36000], 8)
 		w := wr(22, dataplane.WRRDMARead, 0, a.sge(56000, 600), a.sge(58000, 400))
 		w.RemoteAddr, w.RKey = b.addr(35000), b.mr.RKey()

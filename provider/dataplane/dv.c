@@ -24,6 +24,7 @@
  * send completions come out in posting order by construction. The receive
  * queue stays kernel-owned (tbv_qp_recv_post_status allows it).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,7 +256,10 @@ int usb4v_dv_encode_wqe(const struct usb4v_ibv_send_wr *wr, uint32_t caps, uint8
 		out->lkey = wr->sg_list[0].lkey;
 	}
 	out->generation = gen;
-	out->imm_data = wr->imm_data;
+	/* ibv_send_wr carries imm_data in network order; the DV WQE wants it in
+	 * CPU order (pleite-gda:kernel/ibdev.c tbv_dv_post_wqe converts it with
+	 * cpu_to_be32). */
+	out->imm_data = ntohl(wr->imm_data);
 	if (wr->send_flags & USB4V_SEND_SIGNALED)
 		out->flags |= USB4V_USB4_RDMA_DV_WQE_F_SIGNALED;
 	if (wr->send_flags & USB4V_SEND_SOLICITED)

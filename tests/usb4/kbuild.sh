@@ -15,6 +15,8 @@ VMDIR="$REPO/tests/vm"
 # shellcheck source=/dev/null
 . "$VMDIR/lib/common.sh"
 # shellcheck source=/dev/null
+. "$VMDIR/lib/mirror.sh"
+# shellcheck source=/dev/null
 . "$VMDIR/lib/fetch.sh"
 # shellcheck source=/dev/null
 . "$USB4DIR/lib/toolchain.sh"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # tests/usb4/run.sh [TREE...]: the `make test` stage "usb4 bed": builds tbloop and each
 # module tree (default: every tree in lib/trees.sh) against its kernel, then boots the VM
-# once per tree that built (USB4_TREE=<tree> tests/vm/run.sh) and runs
-# tests/usb4/guest-smoke.sh there: ibv_devices, ibv_devinfo -v and ibv_rc_pingpong
-# through our provider. Go-test-style lines usb4/build/<tree>, usb4/<tree>/...; SKIP
-# lines when USB4_MODULE_SRC is absent, or for a tree recorded as not building.
+# once per tree that built (USB4_TREE=<tree> tests/vm/run.sh) and runs there the
+# real-kernel Go tests of the data path (provider/dataplane's TestVM*, built here into
+# build/usb4/bin) and tests/usb4/guest-smoke.sh: ibv_devices, ibv_devinfo -v and
+# ibv_rc_pingpong through our provider. Go-test-style lines usb4/build/<tree>,
+# usb4/<tree>/..., the Go tests' own; SKIP lines when USB4_MODULE_SRC is absent, or
+# for a tree recorded as not building. USB4_GO_TESTS=0 leaves the Go tests out.
 set -uo pipefail
 
 main() {
@@ -42,7 +44,15 @@ if [[ ! -f $tbloop/Makefile && ! -f $tbloop/Kbuild ]]; then
   return 0
 fi
 
-local rc=0 k first log
+local rc=0 k first log bins=()
+if ((!diag_only)) && [[ ${USB4_GO_TESTS:-1} != 0 ]]; then
+  mkdir -p "$REPO/build/usb4/bin"
+  if (cd "$REPO" && go test -c -o build/usb4/bin/dataplane.test ./provider/dataplane); then
+    bins=("$REPO/build/usb4/bin/dataplane.test")
+  else
+    result FAIL "usb4/go-tests" "go test -c ./provider/dataplane failed"; rc=1
+  fi
+fi
 for tree in "${trees[@]}"; do
   k=$(usb4_tree_kernel "$tree") || { result FAIL "usb4/build/$tree" "unknown tree"; rc=1; continue; }
   log="$REPO/build/usb4/$tree.build.log"
@@ -62,9 +72,10 @@ for tree in "${trees[@]}"; do
     continue
   fi
   if ((!diag_only)); then
+    # Only the real-kernel tests: the package's double tests ran on the host already.
     USB4_TREE=$tree USB4_TBLOOP_SRC=$tbloop VM_EXTRA_DEBS="ibverbs-utils${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
-      VM_GUEST_SCRIPT="$USB4DIR/guest-smoke.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} \
-      "$VMDIR/run.sh" || rc=1
+      VM_GUEST_SCRIPT="$USB4DIR/guest-smoke.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} VM_TEST_RUN='^TestVM' \
+      "$VMDIR/run.sh" "${bins[@]}" || rc=1
   fi
   # One more boot for ibvinfo and the faults (guest-diag.sh) on USB4_DIAG_TREES.
   if [[ " ${USB4_DIAG_TREES-hellas-main} " == *" $tree "* ]]; then usb4_diag_boot "$tree" "$tbloop" || rc=1; fi
@@ -98,7 +109,8 @@ usb4_build_only() {
   rm -rf "$out"
   kbuild_module "$2" "" "$out/tbloop" || return 1
   dir=$(usb4_tree_dir "$1") || return 1
-  KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" kbuild_module "$dir" kernel "$out/tree"
+  KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" KBUILD_GLUE="$(usb4_tree_glue "$1")" \
+    kbuild_module "$dir" kernel "$out/tree"
 }
 
 main "$@"

@@ -36,7 +36,8 @@ usb4_prepare() {
   rm -rf "$out"; mkdir -p "$out/tbloop" "$out/tree" "$out/ko"
   kos=$(kbuild_module "$USB4_TBLOOP_SRC" "" "$out/tbloop") || die "usb4: tbloop does not build against $KVER"
   treedir=$(usb4_tree_dir "$USB4_TREE") || exit 1
-  kos+=$'\n'$(KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" kbuild_module "$treedir" kernel "$out/tree") \
+  kos+=$'\n'$(KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" KBUILD_GLUE="$(usb4_tree_glue "$USB4_TREE")" \
+    kbuild_module "$treedir" kernel "$out/tree") \
     || die "usb4: $USB4_TREE does not build against $KVER (tests/usb4/README.md lists the kernels it builds on)"
   USB4_KO_NAMES=()
   local built=" "
@@ -69,7 +70,9 @@ usb4_prepare() {
   KMODS_PRE="crc32c_generic crc32c_intel"
   KMODS_TAG="-usb4-$(printf '%s' "$KMODS_PRE $KMODS_REQUIRED" | sha256sum | cut -c1-8)"
   USB4_TBLOOP_PARAMS=${USB4_TBLOOP_PARAMS:-}
-  USB4_TBV_PARAMS=${USB4_TBV_PARAMS:-$USB4_TBV_PARAMS_DEFAULT}
+  local treeparams
+  treeparams=$(usb4_tree_tbv_params "$USB4_TREE")
+  USB4_TBV_PARAMS=${USB4_TBV_PARAMS:-$USB4_TBV_PARAMS_DEFAULT${treeparams:+ $treeparams}}
   if [[ -z $VM_OVERLAY ]]; then
     local so=${USB4_PROVIDER_SO:-$REPO/build/libusb4_rdma.so}
     # shellcheck source=/dev/null

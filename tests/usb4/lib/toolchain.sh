@@ -119,14 +119,20 @@ srctar() {
 }
 
 # kbuild_module SRC SUBDIR OUT: builds SRC/SUBDIR with M=, cached under
-# $USB4CACHE/ko/<hash of source, extra symbols, toolchain>; copies the .ko files,
-# Module.symvers and build.log into OUT and prints the .ko paths.
+# $USB4CACHE/ko/<hash of source, extra symbols, glue, toolchain>; copies the .ko files,
+# Module.symvers and build.log into OUT and prints the .ko paths. KBUILD_GLUE:
+# space-separated OBJ=HEADER pairs, a header of ours forced in front of one object of
+# the module (make CFLAGS_OBJ=-include HEADER), for a tree that needs glue on this
+# kernel (trees.sh usb4_tree_glue).
 kbuild_module() {
-  local src=$1 subdir=$2 out=$3 key f i=0 extra=() symvers
+  local src=$1 subdir=$2 out=$3 key f i=0 extra=() glue=() symvers gluevars=()
   read -ra extra <<<"${KBUILD_EXTRA_SYMBOLS:-}"
+  read -ra glue <<<"${KBUILD_GLUE:-}"
   for f in "${extra[@]}"; do [[ -f $f ]] || die "KBUILD_EXTRA_SYMBOLS: no file $f"; done
+  for f in "${glue[@]}"; do [[ $f == *.o=* && -f ${f#*=} ]] || die "KBUILD_GLUE: $f is not OBJ.o=<existing header>"; done
   key=$( { srctar "$src" | sha256sum; printf '%s\n' "$subdir" "$TCROOT"
-           for f in "${extra[@]}"; do sha256sum < "$f"; done; } | sha256sum | cut -c1-16)
+           for f in "${extra[@]}"; do sha256sum < "$f"; done
+           for f in "${glue[@]}"; do printf 'glue %s ' "${f%%=*}=${f##*/}"; sha256sum < "${f#*=}"; done; } | sha256sum | cut -c1-16)
   local ko lockfd
   ko="$USB4CACHE/ko/$(basename "$src")-$key"
   mkdir -p "$USB4CACHE/ko"
@@ -140,10 +146,15 @@ kbuild_module() {
     for f in "${extra[@]}"; do
       cp "$f" "$work/extra/$i.symvers"; symvers+=" /build/extra/$i.symvers"; i=$((i + 1))
     done
-    log "kbuild: building $src${subdir:+/$subdir} for $TCDESC"
+    for f in "${glue[@]}"; do
+      mkdir -p "$work/glue"; cp "${f#*=}" "$work/glue/"
+      gluevars+=("CFLAGS_${f%%=*}=-include /build/glue/${f##*/}")
+    done
+    log "kbuild: building $src${subdir:+/$subdir} for $TCDESC${gluevars[*]:+ (${gluevars[*]})}"
     local rc=0
     tc_run "$work" make -C "$KHDR" M="/build/src${subdir:+/$subdir}" \
-      -j"${KBUILD_JOBS:-2}" ${symvers:+KBUILD_EXTRA_SYMBOLS="${symvers# }"} modules \
+      -j"${KBUILD_JOBS:-2}" ${symvers:+KBUILD_EXTRA_SYMBOLS="${symvers# }"} \
+      "${gluevars[@]}" modules \
       > "$work/build.log" 2>&1 || rc=$?
     if ((rc != 0)); then
       cat "$work/build.log" >&2

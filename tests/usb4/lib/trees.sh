@@ -51,9 +51,34 @@ usb4_tree_dir() {
   esac
 }
 
+# usb4_tree_glue TREE: glue of ours (tests/usb4/glue/) the tree is built with, as
+# kbuild_module's KBUILD_GLUE (OBJ=HEADER: the header forced in front of that object);
+# none for most trees. pleite-gda writes MODULE_IMPORT_NS("DMA_BUF")
+# (pleite-gda:kernel/main.c:264), the string form of 6.13+, and is built for 6.12 here:
+# the glue adds the import in the .modinfo form 6.12's modpost reads, to main.o, the
+# object that states it. The tree is not touched. Needs REPO.
+usb4_tree_glue() {
+  case $1 in
+    pleite-gda) printf '%s\n' "main.o=$REPO/tests/usb4/glue/import-ns-dma-buf.h" ;;
+  esac
+}
+
+# usb4_tree_tbv_params TREE: module parameters the tree needs on the bed besides the
+# usual ones (bed.sh USB4_TBV_PARAMS_DEFAULT). pleite-gda refuses the stock
+# tb_protocol_handler, which carries no XDomain, when native negotiation or tunnels are
+# on (pleite-gda:kernel/service.c:639, "rebuild against a kernel exposing
+# tb_protocol_handler.callback_xd or set allow_source_blind_native=1"); no kernel has
+# callback_xd, so it takes its own parameter. tbloop gives each end of a cable its own
+# route, which is what the source-blind handler relies on (tbloop/README.md, Routes).
+usb4_tree_tbv_params() {
+  case $1 in
+    pleite-gda) printf '%s\n' "allow_source_blind_native=1" ;;
+  esac
+}
+
 # usb4_tree_expected_to_fail TREE: the tree is recorded (tests/usb4/README.md) as not
 # building against any kernel the archive carries; the bed says SKIP with the compiler's
 # first error instead of FAIL, and boots it the day it builds.
 usb4_tree_expected_to_fail() {
-  case $1 in pleite-gda | donnerkeule-cq) return 0 ;; *) return 1 ;; esac
+  case $1 in donnerkeule-cq) return 0 ;; *) return 1 ;; esac
 }

@@ -5,7 +5,8 @@
 # netdev for roce_netdev, the real thunderbolt_ibverbs with a user's usual parameters,
 # and waits until both hosts' usb4_rdma devices are ACTIVE with a RoCE v2 GID. Sets DEV0
 # and DEV1 (one device of each host), GID0/GID1, NETDEV0/1, IP0/IP1, and exports
-# USB4VERBS_BACKEND_TREE and USB4VERBS_USB4_DEVS0/1 (every device of each host).
+# USB4VERBS_BACKEND_TREE, USB4VERBS_USB4_DEVS0/1 (every device of each host) and
+# USB4VERBS_USB4_RAILS (devices per host: rails per cable times cables).
 
 DIAG_RE='tbv|tbloop|thunderbolt|usb4|xdomain|rdma|infiniband|uverbs|warn|error|fail|bug|call trace'
 
@@ -29,11 +30,18 @@ usb4_dump() {
 usb4_fail() { usb4_dump; setup_fail "usb4 $*"; }
 
 # usb4_host DEV: which of tbloop's hosts DEV belongs to, from its device path: the
-# module parents a device on the host's NHI (tbloop's platform device tbloop-nhi.N),
-# else the Thunderbolt domain (".../domainN/..." or a service "N-route.id"), else "?".
+# module parents a device on the host's NHI (tbloop's platform device tbloop-nhi.N on
+# 7.x; on 6.12 a borrowed PCI function, which is then the parent of the host's
+# domainN), else the Thunderbolt domain (".../domainN/..." or a service
+# "N-route.id"), else "?".
 usb4_host() {
   p=$(readlink -f "/sys/class/infiniband/$1/device" 2>/dev/null)
   h=$(echo "$p" | sed -n 's#.*/tbloop-nhi\.\([0-9][0-9]*\)$#\1#p')
+  if [ -z "$h" ] && [ -n "$p" ]; then
+    for dom in "$p"/domain[0-9]*; do
+      [ -d "$dom" ] && { h=${dom##*/domain}; break; }
+    done
+  fi
   [ -n "$h" ] || h=$(echo "$p" | sed -n 's#.*/domain\([0-9][0-9]*\)\(/.*\)\{0,1\}$#\1#p')
   [ -n "$h" ] || h=$(echo "$p" | sed -n 's#.*/\([0-9][0-9]*\)-[0-9][0-9.]*$#\1#p')
   echo "${h:-?}"
@@ -55,12 +63,42 @@ modprobe thunderbolt_ibverbs $USB4_TBV_PARAMS "roce_netdev=$USB4_NETDEV" \
   || usb4_fail "modprobe thunderbolt_ibverbs $USB4_TBV_PARAMS roce_netdev=$USB4_NETDEV"
 echo "@@VM STEP usb4 module uptime=$(uptime_s)"
 
-# Negotiation, ring start and registration run in the module's work items: wait, bounded.
+# usb4_rails_per_host: how many usb4_rdma devices each host gets: one per rail, the
+# module's lanes= rails (a number, MIN-MAX: MAX, auto: 2, hellas-main:kernel/main.c
+# "Lane request") on each of tbloop's cables (its cables= parameter, 1 or 2) that the
+# module takes. On a kernel whose tb_protocol_handler has no XDomain (all of them) the
+# module's native control is source-blind and it keeps one cable per remote host,
+# refusing the other's services with -EBUSY (hellas-main:kernel/peer.c, "limiting remote
+# host to peer"); its debugfs summary then says "native_same_peer_multicable: limited"
+# (hellas-main:kernel/debugfs.c). USB4_RAILS_PER_CABLE (host env) overrides the rails
+# per cable.
+usb4_rails_per_host() {
+  c=$(cat /sys/module/tbloop/parameters/cables 2>/dev/null)
+  case $c in 1 | 2) ;; *) c=1 ;; esac
+  if grep -qs '^native_same_peer_multicable: limited' /sys/kernel/debug/thunderbolt_ibverbs/summary; then
+    [ "$c" -gt 1 ] && echo "@@VM STEP usb4 $c cables, the module takes one per host (native_same_peer_multicable: limited)" >&2
+    c=1
+  fi
+  r=${USB4_RAILS_PER_CABLE:-}
+  if [ -z "$r" ]; then
+    l=$(cat /sys/module/thunderbolt_ibverbs/parameters/lanes 2>/dev/null)
+    case $l in
+      *[!0-9-]* | "" | -* | *-) r=2 ;;
+      *-*) r=${l#*-} ;;
+      *) r=$l ;;
+    esac
+  fi
+  echo $((c * r))
+}
+want=$(usb4_rails_per_host)
+
+# Negotiation, ring start and registration run in the module's work items: wait, bounded,
+# until every rail of both hosts has its device.
 # The bound is in time (uptime), not in rounds: one round reads sysfs for every device
 # and may take long on a loaded TCG guest.
 deadline=$(awk -v w="$USB4_SETUP_WAIT_S" '{print int($1) + w}' /proc/uptime)
 while :; do
-  devs0="" devs1="" ok=1 why=""
+  devs0="" devs1="" n0=0 n1=0 ok=1 why=""
   for d in /sys/class/infiniband/usb4_rdma*; do
     [ -e "$d" ] || continue
     d=${d##*/}
@@ -71,13 +109,13 @@ while :; do
     if ! port_active "$d"; then ok=0; why="$d not ACTIVE"; fi
     if [ -z "$(gid_index "$d" "$USB4_IP")" ]; then ok=0; why="$d has no RoCE v2 GID for $USB4_IP"; fi
     case $h in
-      0) devs0="$devs0 $d" ;;
-      1) devs1="$devs1 $d" ;;
+      0) devs0="$devs0 $d"; n0=$((n0 + 1)) ;;
+      1) devs1="$devs1 $d"; n1=$((n1 + 1)) ;;
       *) ok=0; why="cannot tell the host of $d ($(readlink -f "/sys/class/infiniband/$d/device" 2>/dev/null))" ;;
     esac
   done
-  [ -z "$devs0" ] && { ok=0; why="no usb4_rdma device of host 0"; }
-  [ -z "$devs1" ] && { ok=0; why="no usb4_rdma device of host 1"; }
+  [ "$n0" -lt "$want" ] && { ok=0; why="host 0 has $n0 of $want usb4_rdma devices (${devs0# })"; }
+  [ "$n1" -lt "$want" ] && { ok=0; why="host 1 has $n1 of $want usb4_rdma devices (${devs1# })"; }
   [ $ok = 1 ] && break
   [ "$(cut -d. -f1 /proc/uptime)" -ge "$deadline" ] && usb4_fail "devices not up after ${USB4_SETUP_WAIT_S} s: $why"
   sleep 0.2
@@ -91,5 +129,5 @@ n=$(ls /sys/class/infiniband | wc -l)
 # One roce_netdev serves every device of both hosts (the module's parameter is global).
 NETDEV0=$USB4_NETDEV NETDEV1=$USB4_NETDEV IP0=$USB4_IP IP1=$USB4_IP
 export USB4VERBS_BACKEND_TREE="$USB4_TREE" USB4VERBS_USB4_DEVS0="${devs0# }" \
-  USB4VERBS_USB4_DEVS1="${devs1# }"
-echo "@@VM STEP usb4 devices uptime=$(uptime_s) host0=${devs0# } host1=${devs1# }"
+  USB4VERBS_USB4_DEVS1="${devs1# }" USB4VERBS_USB4_RAILS="$want"
+echo "@@VM STEP usb4 devices uptime=$(uptime_s) rails_per_host=$want host0=${devs0# } host1=${devs1# }"

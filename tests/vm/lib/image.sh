@@ -67,10 +67,12 @@ image_build() {
     printf "TESTS='%s'\n" "${names[*]}"
     printf 'TEST_TIMEOUT_MIN=%s\nKILL_AFTER_S=%s\n' "$TEST_TIMEOUT_MIN" $((TEST_TIMEOUT_MIN * 60 + 30))
     printf "GUEST_SCRIPT='%s'\n" "$script"
+    printf "TEST_RUN='%s'\n" "${VM_TEST_RUN:-}"
     if [[ -n ${USB4_TREE:-} ]]; then
       printf "MODE=usb4\nUSB4_TREE='%s'\nUSB4_KO_NAMES='%s'\n" "$USB4_TREE" "${USB4_KO_NAMES[*]}"
       printf "USB4_TBLOOP_PARAMS='%s'\nUSB4_TBV_PARAMS='%s'\n" "$USB4_TBLOOP_PARAMS" "$USB4_TBV_PARAMS"
       printf 'USB4_NETDEV=tbv0\nUSB4_IP=10.77.0.1\nUSB4_SETUP_WAIT_S=%s\n' "${USB4_SETUP_WAIT_S:-90}"
+      printf "USB4_RAILS_PER_CABLE='%s'\n" "${USB4_RAILS_PER_CABLE:-}"
     fi
   } > "$root/etc/vmtest.conf"
 

@@ -14,6 +14,7 @@
  * post_send on a QP with a DV queue with EBUSY.
  * QPs are connected in pairs; data moves by memcpy within this process.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -590,7 +591,11 @@ static void dv_exec_wqe(struct dbl *d, struct dbl_qp *qp, const struct usb4v_usb
 	struct usb4v_ib_uverbs_sge sg = { .addr = w.local_addr, .length = w.length, .lkey = w.lkey };
 	struct dbl_op op = {
 		.opcode = to_wr[w.opcode], .wr_id = w.wr_id, .sge = &sg, .nsge = w.length ? 1 : 0,
-		.remote_addr = w.remote_addr, .rkey = w.rkey, .imm = w.imm_data,
+		.remote_addr = w.remote_addr, .rkey = w.rkey,
+		/* A DV WQE carries imm_data in CPU order; the module turns it into
+		 * the wire's big-endian value (pleite-gda:kernel/ibdev.c
+		 * tbv_dv_post_wqe: wr->ex.imm_data = cpu_to_be32(wqe->imm_data)). */
+		.imm = htonl(w.imm_data),
 		.flags = (w.flags & USB4V_USB4_RDMA_DV_WQE_F_SOLICITED) ? USB4V_SEND_SOLICITED : 0,
 	};
 	if (op.opcode == USB4V_WR_ATOMIC_FETCH_AND_ADD) {

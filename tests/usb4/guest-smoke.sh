@@ -55,4 +55,26 @@ if [ $crc = 0 ] && [ $src = 0 ] && echo "$cout" | grep -q 'usec/iter'; then
 else
   fail "ibv_rc_pingpong_$USB4VERBS_DEV1-$USB4VERBS_DEV0" "client exit $crc, server exit $src"
 fi
+# A udev rename (rdma-core's persistent naming gives such devices rocep* names) keeps
+# the device ours: the provider matches it by node GUID, not by name. Rename one
+# device of host A, open it and move data with it, then rename it back.
+new=rocep0s0f0
+RDMA=${RDMA:-rdma}
+if $RDMA dev set "$USB4VERBS_DEV0" name "$new" 2>/tmp/rename.err; then
+  why=""
+  out=$(ibv_devinfo -d "$new" 2>&1) || why="ibv_devinfo -d $new: $(echo "$out" | tail -n 2)"
+  [ -z "$why" ] && ! echo "$out" | grep -q 'state:[[:space:]]*PORT_ACTIVE' && why="$new: port not PORT_ACTIVE"
+  if [ -z "$why" ]; then
+    taskset 1 timeout 60 ibv_rc_pingpong -d "$new" -g "$USB4VERBS_GID0" -n 20 > /tmp/rename.server 2>&1 &
+    spid=$!
+    sleep 1
+    cout=$(taskset 2 timeout 50 ibv_rc_pingpong -d "$USB4VERBS_DEV1" -g "$USB4VERBS_GID1" -n 20 127.0.0.1 2>&1); crc=$?
+    wait "$spid"; src=$?
+    [ $crc = 0 ] && [ $src = 0 ] || why="ibv_rc_pingpong on $new: client exit $crc, server exit $src: $(echo "$cout" | tail -n 2)"
+  fi
+  $RDMA dev set "$new" name "$USB4VERBS_DEV0" || why="${why:+$why; }could not rename $new back"
+  if [ -z "$why" ]; then pass renamed_device_still_claimed; else fail renamed_device_still_claimed "$why"; fi
+else
+  fail renamed_device_still_claimed "rdma dev set $USB4VERBS_DEV0 name $new: $(cat /tmp/rename.err)"
+fi
 exit $failed

@@ -808,6 +808,24 @@ func TestGoPartLoadFailures(t *testing.T) {
 // providers are none of our business. Built twice: as `go build` makes it
 // (found by its Go build-ID note) and with an empty build ID (no note: found
 // by the cgo symbols it exports).
+// TestGoPartPreloadedNotRefused: README's fix for a static-TLS failure is
+// LD_PRELOAD=<the Go part>. Its Go build ID and cgo exports are then in the
+// process before the first open, and they are our own runtime, not a
+// second one: the open must not be refused as a Go host's.
+func TestGoPartPreloadedNotRefused(t *testing.T) {
+	h := setupHost(t)
+	env := []string{"LD_PRELOAD=" + filepath.Join(h.build, "libusb4_rdma-go.so")}
+	l, r := listDevices(t, h, h.shim, h.listdev, env, "open")
+	if strings.Contains(r.stderr, "refused") {
+		t.Errorf("a preloaded Go part was refused as a Go host:\n%s", r.stderr)
+	}
+	for _, n := range usb4Claimed {
+		if l.open[n] == "errno EOPNOTSUPP" {
+			t.Errorf("open %s: %q with the Go part preloaded", n, l.open[n])
+		}
+	}
+}
+
 func TestGoHostRefused(t *testing.T) {
 	h := setupHost(t)
 	for _, tc := range []struct {

@@ -21,7 +21,9 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +35,7 @@
 #define GO_NOTE_BUILDID 4
 
 struct go_found {
+	const char *own; // the real path of our Go part, or NULL
 	char *why;
 	size_t len;
 	bool found;
@@ -56,10 +59,20 @@ static bool note_is_go(const char *p, size_t size)
 	return false;
 }
 
+// is_own_go_part: file is our Go part (preloaded: its runtime is the one
+// load will use, not a second one).
+static bool is_own_go_part(const char *own, const char *file)
+{
+	char real[PATH_MAX];
+	return own && file && file[0] && realpath(file, real) && strcmp(real, own) == 0;
+}
+
 static int find_go_note(struct dl_phdr_info *info, size_t size, void *data)
 {
 	struct go_found *f = data;
 	(void)size;
+	if (is_own_go_part(f->own, info->dlpi_name))
+		return 0;
 	for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type != PT_NOTE || ph->p_memsz < sizeof(ElfW(Nhdr)))
@@ -108,15 +121,20 @@ out:
 	return found;
 }
 
-bool usb4_host_runs_go(char *why, size_t len)
+bool usb4_host_runs_go(const char *own_go_part, char *why, size_t len)
 {
-	struct go_found f = {.why = why, .len = len};
+	char own_real[PATH_MAX];
+	if (own_go_part && realpath(own_go_part, own_real))
+		own_go_part = own_real; // the Go part may itself be a link
+	struct go_found f = {.own = own_go_part, .why = why, .len = len};
 	dl_iterate_phdr(find_go_note, &f);
 	if (f.found)
 		return true;
 	static const char *const cgo_syms[] = {"_cgo_topofstack", "_cgo_panic"};
 	for (size_t i = 0; i < sizeof(cgo_syms) / sizeof(cgo_syms[0]); i++) {
-		if (dlsym(RTLD_DEFAULT, cgo_syms[i])) {
+		void *sym = dlsym(RTLD_DEFAULT, cgo_syms[i]);
+		Dl_info info;
+		if (sym && !(dladdr(sym, &info) && is_own_go_part(own_go_part, info.dli_fname))) {
 			snprintf(why, len, "the process exports Go's %s", cgo_syms[i]);
 			return true;
 		}

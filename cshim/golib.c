@@ -118,7 +118,8 @@ static void load(void)
 {
 	char path[PATH_MAX];
 	char why[512];
-	if (usb4_host_runs_go(why, sizeof(why))) {
+	bool have_path = go_part_path(path, sizeof(path)) == 0;
+	if (usb4_host_runs_go(have_path ? path : NULL, why, sizeof(why))) {
 		// Refused before anything is loaded: load_started stays false, so a
 		// fork() child is not marked either.
 		fail(EOPNOTSUPP,
@@ -127,7 +128,7 @@ static void load(void)
 		     why);
 		return;
 	}
-	if (go_part_path(path, sizeof(path)) != 0) {
+	if (!have_path) {
 		fail(ELIBACC, "cannot find the directory of the provider library itself (dladdr/realpath)");
 		return;
 	}

@@ -16,22 +16,13 @@ log() { printf '[cshim-lazyvm] %s\n' "$*" >&2; }
 work=
 trap '[[ -z $work ]] || rm -rf "$work"' EXIT
 
+# shellcheck source=cshim/vmlib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/vmlib.sh"
+
 main() {
-  local repo userland=${1:-bookworm} provdir=usr/lib/x86_64-linux-gnu/libibverbs p
-  repo=$(cd "$(dirname "$0")/.." && pwd)
-  export CACHE=${CACHE:-$repo/.cache} GOMODCACHE=${GOMODCACHE:-$repo/.cache/gomod} GOFLAGS=${GOFLAGS:--modcacherw}
-  work=$(mktemp -d /tmp/cshim-lazyvm.XXXXXX)
-  [[ -e /usr/include/infiniband/verbs.h ]] || { log "libibverbs-dev is needed to build lazyvm"; exit 1; }
-
-  log "building the provider and lazyvm"
-  "$repo/scripts/build-provider.sh" "$work"
-  mkdir -p "$work/files" "$work/overlay/$provdir" "$work/overlay/etc/libibverbs.d"
+  local userland=${1:-bookworm}
+  vm_prepare cshim-lazyvm lazyvm
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/lazyvm" "$repo/cshim/testdata/lazyvm.c" -libverbs
-
-  install -m644 "$work/libusb4_rdma.so" "$work/overlay/$provdir/libusb4_rdma.so"
-  install -m644 "$work/libusb4_rdma-go.so" "$work/overlay/$provdir/libusb4_rdma-go.so"
-  for p in 34 57 59 64 65; do ln -s libusb4_rdma.so "$work/overlay/$provdir/libusb4_rdma-rdmav$p.so"; done
-  printf 'driver /%s/libusb4_rdma\n' "$provdir" > "$work/overlay/etc/libibverbs.d/usb4_rdma.driver"
 
   cat > "$work/lazyvm.sh" <<GUEST
 #!/bin/sh
@@ -41,19 +32,7 @@ USB4VERBS_CLAIM_RXE=1 RDMAV_DRIVERS=/$provdir/libusb4_rdma /opt/usb4verbs/lazyvm
 exit \$rc
 GUEST
 
-  # The harness as committed: others edit tests/vm while runs are under way.
-  mkdir -p "$work/harness"
-  git -C "$repo" archive HEAD tests/vm | tar -x -C "$work/harness"
-  ln -s "$repo/build" "$work/harness/build"
-  mkdir -p "$repo/build"
-
-  log "booting ($userland)"
-  USERLAND=$userland VM_FILES="$work/files" VM_OVERLAY="$work/overlay" VM_GUEST_SCRIPT="$work/lazyvm.sh" \
-    VM_TIMEOUT=${VM_TIMEOUT:-600} "$work/harness/tests/vm/run.sh" || {
-    local rc=$?
-    ((rc == 77)) && return 0 # the userland could not be fetched; the harness printed a SKIP line
-    return $rc
-  }
+  vm_boot "$userland" "$work/lazyvm.sh"
 }
 
 main "$@"

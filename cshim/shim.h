@@ -469,7 +469,9 @@ struct usb4_go_api {
 int usb4_go_load(const char *dev);
 // usb4_host_runs_go (gohost.c): true, with the sign found written to why,
 // when the process already runs a Go runtime; the Go part is then refused.
-bool usb4_host_runs_go(char *why, size_t len);
+// Our own Go part (own_go_part, its real path; NULL if unknown) is not a
+// sign: README's fix for a static-TLS failure is to LD_PRELOAD it.
+bool usb4_host_runs_go(const char *own_go_part, char *why, size_t len);
 // The Go part's entry points; only valid after usb4_go_load returned 0
 // (every op of a context of ours runs after its alloc_context did).
 const struct usb4_go_api *usb4_go(void);

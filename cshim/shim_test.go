@@ -428,25 +428,8 @@ func TestUnknownLayoutRefusedCleanly(t *testing.T) {
 // (testdata/gostub.c stands in for Go) with -fsanitize=address and runs the
 // claim and open/close paths through the real libibverbs.
 func TestCPartsUnderAddressSanitizer(t *testing.T) {
-	h := setupHost(t)
-	dir := t.TempDir()
-	so, asanFlags := buildAsanShim(t, dir)
-	listdev := filepath.Join(dir, "listdev")
-	if err := gcc(append(asanFlags, "-o", listdev, "testdata/listdev.c", "-l:libibverbs.so.1")...); err != nil {
-		t.Fatal(err)
-	}
-	shim, err := installAs(so, dir, "usb4_asan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Our leaks are reported; libibverbs' own are suppressed.
-	supp := lsanSupp(t, dir)
-	env := []string{"USB4VERBS_CLAIM_RXE=1", "USB4_STUB_OPEN_OK=1",
-		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + supp}
-	l, r := listDevices(t, h, shim, listdev, env, "open")
-	if strings.Contains(r.stderr, "Sanitizer") {
-		t.Fatalf("sanitizer report:\n%s", r.stderr)
-	}
+	a := newAsanProgram(t, "listdev")
+	l, r := a.run(t, "", []string{"USB4VERBS_CLAIM_RXE=1", "USB4_STUB_OPEN_OK=1"}, "open")
 	want := append([]string{"rxe0"}, usb4Claimed...)
 	sort.Strings(want)
 	if got := l.claimed(); !equalStrings(got, want) {
@@ -468,27 +451,10 @@ func TestCPartsUnderAddressSanitizer(t *testing.T) {
 // perftest test for, C-side argument checks give EINVAL, and control verbs
 // in a fork() child fail with ENOSYS instead of entering Go.
 func TestErrnoContractsAndForkChild(t *testing.T) {
-	h := setupHost(t)
-	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
-	}
-	dir := t.TempDir()
-	so, asanFlags := buildAsanShim(t, dir)
-	prog := filepath.Join(dir, "contracts")
-	if err := gcc(append(asanFlags, "-o", prog, "testdata/contracts.c", "-l:libibverbs.so.1")...); err != nil {
-		t.Fatal(err)
-	}
-	shim, err := installAs(so, dir, "usb4_asan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1",
-		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
-	_, r := listDevices(t, h, shim, prog, env, "usb4_rdma7")
-	if strings.Contains(r.stderr, "Sanitizer") {
-		t.Fatalf("sanitizer report:\n%s", r.stderr)
-	}
-	want := []string{
+	a := newAsanProgram(t, "contracts")
+	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1"}
+	_, r := a.run(t, "", env, "usb4_rdma7")
+	expectLines(t, "", r, []string{
 		"open ok",
 		"alloc_pd ok",
 		"reg_dmabuf_mr_fd-1 EOPNOTSUPP", // NCCL/UCX: dmabuf unsupported, never EBADF
@@ -501,25 +467,16 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 		"child exit 0",
 		"dealloc_pd 0",
 		"close 0",
-	}
-	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
-		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
-	}
+	})
 	if n := strings.Count(r.stderr, "in a fork() child"); n != 1 {
 		t.Errorf("%d fork-child log lines, want 1:\n%s", n, r.stderr)
 	}
 
 	// A prefork server: the parent only listed the devices, so its child
 	// may open one of ours and use it, and the parent still can afterwards.
-	_, r = listDevices(t, h, shim, prog, env, "usb4_rdma7", "prefork")
-	if strings.Contains(r.stderr, "Sanitizer") {
-		t.Fatalf("prefork: sanitizer report:\n%s", r.stderr)
-	}
-	want = []string{"child_open ok", "child_alloc_pd ok", "child_dealloc_pd 0", "child_close 0", "child exit 0",
-		"open ok", "close 0"}
-	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
-		t.Errorf("prefork: got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
-	}
+	_, r = a.run(t, "prefork", env, "usb4_rdma7", "prefork")
+	expectLines(t, "prefork", r, []string{"child_open ok", "child_alloc_pd ok", "child_dealloc_pd 0", "child_close 0",
+		"child exit 0", "open ok", "close 0"})
 }
 
 // TestFailingOpsSetErrno runs testdata/errnos.c against the C parts under
@@ -527,27 +484,9 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 // fails returns the errno and leaves errno set to it, as rdma-core's
 // providers do (issue 12 item 13).
 func TestFailingOpsSetErrno(t *testing.T) {
-	h := setupHost(t)
-	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
-	}
-	dir := t.TempDir()
-	so, asanFlags := buildAsanShim(t, dir)
-	prog := filepath.Join(dir, "errnos")
-	if err := gcc(append(asanFlags, "-o", prog, "testdata/errnos.c", "-l:libibverbs.so.1")...); err != nil {
-		t.Fatal(err)
-	}
-	shim, err := installAs(so, dir, "usb4_asan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1",
-		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
-	_, r := listDevices(t, h, shim, prog, env, "usb4_rdma7")
-	if strings.Contains(r.stderr, "Sanitizer") {
-		t.Fatalf("sanitizer report:\n%s", r.stderr)
-	}
-	want := []string{
+	a := newAsanProgram(t, "errnos")
+	_, r := a.run(t, "", stubObjects, "usb4_rdma7")
+	expectLines(t, "", r, []string{
 		"query_device EOPNOTSUPP errno EOPNOTSUPP",
 		"query_port EOPNOTSUPP errno EOPNOTSUPP",
 		"modify_qp EBADF errno EBADF",
@@ -563,10 +502,7 @@ func TestFailingOpsSetErrno(t *testing.T) {
 		"destroy_cq 0 errno 0",
 		"dealloc_pd 0 errno 0",
 		"close 0 errno 0",
-	}
-	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
-		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
-	}
+	})
 }
 
 // TestDestroyWaitsForAcknowledgedEvents runs testdata/events.c against the
@@ -576,22 +512,8 @@ func TestFailingOpsSetErrno(t *testing.T) {
 // ibv_cmd_destroy_* do, and then succeed; a disassociated device's EIO is
 // success only when the application set RDMAV_ALLOW_DISASSOC_DESTROY.
 func TestDestroyWaitsForAcknowledgedEvents(t *testing.T) {
-	h := setupHost(t)
-	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
-	}
-	dir := t.TempDir()
-	so, asanFlags := buildAsanShim(t, dir)
-	prog := filepath.Join(dir, "events")
-	if err := gcc(append(asanFlags, "-o", prog, "testdata/events.c", "-l:libibverbs.so.1", "-lpthread")...); err != nil {
-		t.Fatal(err)
-	}
-	shim, err := installAs(so, dir, "usb4_asan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1",
-		"USB4_STUB_EVENTS=1", "ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
+	a := newAsanProgram(t, "events")
+	base := append([]string{"USB4_STUB_EVENTS=1"}, stubObjects...)
 	waits := func(obj string) []string {
 		w := []string{obj + " before_acks blocked"}
 		if obj == "cq" {
@@ -618,14 +540,8 @@ func TestDestroyWaitsForAcknowledgedEvents(t *testing.T) {
 		{"eio", nil, eio},
 		{"disassoc", []string{"RDMAV_ALLOW_DISASSOC_DESTROY=1", "USB4_STUB_DESTROY_EIO=1"}, disassoc},
 	} {
-		_, r := listDevices(t, h, shim, prog, append(c.env, base...), "usb4_rdma7", c.mode)
-		if strings.Contains(r.stderr, "Sanitizer") {
-			t.Fatalf("%s: sanitizer report:\n%s", c.mode, r.stderr)
-		}
-		want := append(c.want, tail...)
-		if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
-			t.Errorf("%s: got:\n%s\nwant:\n%s\nstderr:\n%s", c.mode, r.stdout, strings.Join(want, "\n"), r.stderr)
-		}
+		_, r := a.run(t, c.mode, append(c.env, base...), "usb4_rdma7", c.mode)
+		expectLines(t, c.mode, r, append(c.want, tail...))
 	}
 }
 
@@ -636,28 +552,9 @@ func TestDestroyWaitsForAcknowledgedEvents(t *testing.T) {
 // holds the events posts, polls and re-arms. The engine must live until the
 // wait is over (issue 12 item 1): ASan reports a use after free otherwise.
 func TestDataOpsWhileDestroyWaits(t *testing.T) {
-	h := setupHost(t)
-	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
-	}
-	dir := t.TempDir()
-	so, asanFlags := buildAsanShim(t, dir)
-	prog := filepath.Join(dir, "events")
-	if err := gcc(append(asanFlags, "-o", prog, "testdata/events.c", "-l:libibverbs.so.1", "-lpthread")...); err != nil {
-		t.Fatal(err)
-	}
-	shim, err := installAs(so, dir, "usb4_asan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1",
-		"USB4_STUB_EVENTS=1", "USB4_STUB_ENGINE=1",
-		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
-	_, r := listDevices(t, h, shim, prog, env, "usb4_rdma7", "dataops")
-	if strings.Contains(r.stderr, "Sanitizer") {
-		t.Fatalf("sanitizer report:\n%s", r.stderr)
-	}
-	want := []string{
+	a := newAsanProgram(t, "events")
+	_, r := a.run(t, "", append([]string{"USB4_STUB_EVENTS=1", "USB4_STUB_ENGINE=1"}, stubObjects...), "usb4_rdma7", "dataops")
+	expectLines(t, "", r, []string{
 		"qp before_acks blocked",
 		"qp during_destroy post_send 0 post_recv 0",
 		"qp destroy 0",
@@ -670,10 +567,7 @@ func TestDataOpsWhileDestroyWaits(t *testing.T) {
 		"cq destroy 0",
 		"dealloc_pd 0",
 		"close 0",
-	}
-	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
-		t.Errorf("got:\n%s\nwant:\n%s\nstderr:\n%s", r.stdout, strings.Join(want, "\n"), r.stderr)
-	}
+	})
 }
 
 // TestDestroyedObjectsQuarantined runs testdata/quarantine.c against the C
@@ -683,22 +577,7 @@ func TestDataOpsWhileDestroyWaits(t *testing.T) {
 // is EBADF, the quarantine stays bounded while 5000 CQs churn through one
 // context, and close frees every shell (LeakSanitizer).
 func TestDestroyedObjectsQuarantined(t *testing.T) {
-	h := setupHost(t)
-	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
-	}
-	dir := t.TempDir()
-	so, asanFlags := buildAsanShim(t, dir)
-	prog := filepath.Join(dir, "quarantine")
-	if err := gcc(append(asanFlags, "-o", prog, "testdata/quarantine.c", "-l:libibverbs.so.1")...); err != nil {
-		t.Fatal(err)
-	}
-	shim, err := installAs(so, dir, "usb4_asan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1",
-		"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
+	a := newAsanProgram(t, "quarantine")
 	want := []string{
 		"destroy_qp 0", "destroy_srq 0", "destroy_cq 0",
 		"post_send EINVAL bad_wr =wr", "post_recv EINVAL bad_wr =wr", "post_srq_recv EINVAL bad_wr =wr",
@@ -710,14 +589,77 @@ func TestDestroyedObjectsQuarantined(t *testing.T) {
 	// rxe0 (claimed on opt-in) has the rxe fast poll_cq in its ops table,
 	// which must keep the same rules for a destroyed CQ.
 	for _, dev := range []string{"usb4_rdma7", "rxe0"} {
-		_, r := listDevices(t, h, shim, prog, append([]string{"USB4VERBS_CLAIM_RXE=1"}, env...), dev)
-		if strings.Contains(r.stderr, "Sanitizer") {
-			t.Fatalf("%s: sanitizer report:\n%s", dev, r.stderr)
-		}
-		if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
-			t.Errorf("%s: got:\n%s\nwant:\n%s\nstderr:\n%s", dev, r.stdout, strings.Join(want, "\n"), r.stderr)
+		_, r := a.run(t, dev, append([]string{"USB4VERBS_CLAIM_RXE=1"}, stubObjects...), dev)
+		expectLines(t, dev, r, want)
+	}
+}
+
+// stubObjects makes gostub.c's open, async fd, PD and CQ/QP/SRQ creation
+// succeed.
+var stubObjects = []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1", "USB4_STUB_OBJ_OK=1"}
+
+// asanProgram is a testdata C program built with AddressSanitizer, with the
+// ASan build of the C parts (buildAsanShim) installed for libibverbs.
+type asanProgram struct {
+	h    *hostEnv
+	shim string // the RDMAV_DRIVERS entry
+	prog string
+	env  []string // the sanitizers' options
+}
+
+// newAsanProgram builds testdata/<name>.c. It skips the test when the
+// program includes libibverbs' header and libibverbs-dev is not installed.
+func newAsanProgram(t *testing.T, name string) *asanProgram {
+	t.Helper()
+	h := setupHost(t)
+	src := filepath.Join("testdata", name+".c")
+	text, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(text, []byte("<infiniband/verbs.h>")) {
+		if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+			t.Skip("libibverbs-dev (infiniband/verbs.h) not installed")
 		}
 	}
+	dir := t.TempDir()
+	so, asanFlags := buildAsanShim(t, dir)
+	a := &asanProgram{h: h, prog: filepath.Join(dir, name)}
+	if err := gcc(append(asanFlags, "-o", a.prog, src, "-l:libibverbs.so.1", "-lpthread")...); err != nil {
+		t.Fatal(err)
+	}
+	if a.shim, err = installAs(so, dir, "usb4_asan"); err != nil {
+		t.Fatal(err)
+	}
+	// Our leaks are reported; libibverbs' own are suppressed.
+	a.env = []string{"ASAN_OPTIONS=abort_on_error=0:exitcode=99", "LSAN_OPTIONS=suppressions=" + lsanSupp(t, dir)}
+	return a
+}
+
+// run runs the program on the host's stub devices with env added; a
+// sanitizer report ends the test. label names the run in messages.
+func (a *asanProgram) run(t *testing.T, label string, env []string, args ...string) (listing, result) {
+	t.Helper()
+	l, r := listDevices(t, a.h, a.shim, a.prog, append(append([]string(nil), env...), a.env...), args...)
+	if strings.Contains(r.stderr, "Sanitizer") {
+		t.Fatalf("%ssanitizer report:\n%s", prefix(label), r.stderr)
+	}
+	return l, r
+}
+
+// expectLines checks that the run printed exactly want, line by line.
+func expectLines(t *testing.T, label string, r result, want []string) {
+	t.Helper()
+	if got := strings.Split(strings.TrimSpace(r.stdout), "\n"); !equalStrings(got, want) {
+		t.Errorf("%sgot:\n%s\nwant:\n%s\nstderr:\n%s", prefix(label), r.stdout, strings.Join(want, "\n"), r.stderr)
+	}
+}
+
+func prefix(label string) string {
+	if label == "" {
+		return ""
+	}
+	return label + ": "
 }
 
 // buildAsanShim builds the C parts (testdata/gostub.c standing in for Go)
@@ -866,6 +808,24 @@ func TestGoPartLoadFailures(t *testing.T) {
 // providers are none of our business. Built twice: as `go build` makes it
 // (found by its Go build-ID note) and with an empty build ID (no note: found
 // by the cgo symbols it exports).
+// TestGoPartPreloadedNotRefused: README's fix for a static-TLS failure is
+// LD_PRELOAD=<the Go part>. Its Go build ID and cgo exports are then in the
+// process before the first open, and they are our own runtime, not a
+// second one: the open must not be refused as a Go host's.
+func TestGoPartPreloadedNotRefused(t *testing.T) {
+	h := setupHost(t)
+	env := []string{"LD_PRELOAD=" + filepath.Join(h.build, "libusb4_rdma-go.so")}
+	l, r := listDevices(t, h, h.shim, h.listdev, env, "open")
+	if strings.Contains(r.stderr, "refused") {
+		t.Errorf("a preloaded Go part was refused as a Go host:\n%s", r.stderr)
+	}
+	for _, n := range usb4Claimed {
+		if l.open[n] == "errno EOPNOTSUPP" {
+			t.Errorf("open %s: %q with the Go part preloaded", n, l.open[n])
+		}
+	}
+}
+
 func TestGoHostRefused(t *testing.T) {
 	h := setupHost(t)
 	for _, tc := range []struct {

@@ -17,25 +17,16 @@ log() { printf '[cshim-vm] %s\n' "$*" >&2; }
 work=
 trap '[[ -z $work ]] || rm -rf "$work"' EXIT
 
-main() {
-  local repo userland=${1:-bookworm} provdir=usr/lib/x86_64-linux-gnu/libibverbs p
-  repo=$(cd "$(dirname "$0")/.." && pwd)
-  export CACHE=${CACHE:-$repo/.cache} GOMODCACHE=${GOMODCACHE:-$repo/.cache/gomod} GOFLAGS=${GOFLAGS:--modcacherw}
-  work=$(mktemp -d /tmp/cshim-vm.XXXXXX)
-  [[ -e /usr/include/infiniband/verbs.h ]] || { log "libibverbs-dev is needed to build vmcheck"; exit 1; }
+# shellcheck source=cshim/vmlib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/vmlib.sh"
 
-  log "building the provider and vmcheck"
-  "$repo/scripts/build-provider.sh" "$work"
-  mkdir -p "$work/files" "$work/overlay/$provdir" "$work/overlay/etc/libibverbs.d" "$work/overlay/etc/usb4verbs"
+main() {
+  local userland=${1:-bookworm}
+  vm_prepare cshim-vm vmcheck
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$work/files/vmcheck" "$repo/cshim/testdata/vmcheck.c" -libverbs
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/srqresize" "$repo/cshim/testdata/srqresize.c" -libverbs
-
-  # The provider as packaging installs it (the front once, a name per PABI,
-  # the Go part beside it), the .driver file, and the rxe opt-in (cshim/README.md).
-  install -m644 "$work/libusb4_rdma.so" "$work/overlay/$provdir/libusb4_rdma.so"
-  install -m644 "$work/libusb4_rdma-go.so" "$work/overlay/$provdir/libusb4_rdma-go.so"
-  for p in 34 57 59 64 65; do ln -s libusb4_rdma.so "$work/overlay/$provdir/libusb4_rdma-rdmav$p.so"; done
-  printf 'driver /%s/libusb4_rdma\n' "$provdir" > "$work/overlay/etc/libibverbs.d/usb4_rdma.driver"
+  # The rxe opt-in (cshim/README.md).
+  mkdir -p "$work/overlay/etc/usb4verbs"
   printf 'claim_rxe yes\n' > "$work/overlay/etc/usb4verbs/usb4_rdma.conf"
 
   cat > "$work/vmcheck.sh" <<'GUEST'
@@ -46,21 +37,7 @@ rc=0
 exit $rc
 GUEST
 
-  # The harness as committed: others edit tests/vm while runs are under way.
-  mkdir -p "$work/harness"
-  git -C "$repo" archive HEAD tests/vm | tar -x -C "$work/harness"
-  ln -s "$repo/build" "$work/harness/build"
-  mkdir -p "$repo/build"
-
-  log "booting ($userland)"
-  USERLAND=$userland VM_FILES="$work/files" VM_OVERLAY="$work/overlay" VM_GUEST_SCRIPT="$work/vmcheck.sh" \
-    VM_EXCLUDE_GLOB="etc/libibverbs.d/rxe.driver" \
-    VM_TIMEOUT=${VM_TIMEOUT:-600} "$work/harness/tests/vm/run.sh" || {
-    local rc=$?
-    # 77: the userland could not be fetched; the harness printed a SKIP line.
-    ((rc == 77)) && return 0
-    return $rc
-  }
+  VM_EXCLUDE_GLOB="etc/libibverbs.d/rxe.driver" vm_boot "$userland" "$work/vmcheck.sh"
 }
 
 main "$@"

@@ -200,6 +200,30 @@ func (s *vmSide) newCQ(t *testing.T, cqe int, ch *provider.CompChannel) (*provid
 	return cq, d
 }
 
+// newSRQ creates a kernel SRQ of maxWR one-SGE receives and its engine
+// object on rxe's ring. The engine object is closed after the QPs made
+// later in the test (t.Cleanup runs last-in first-out).
+func (s *vmSide) newSRQ(t *testing.T, maxWR uint32) (*provider.SRQ, *dataplane.SRQ) {
+	t.Helper()
+	srq, err := s.pd.CreateSRQ(provider.SRQInitAttr{MaxWR: maxWR, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mi, ok := srq.RxeQueue()
+	if !ok {
+		t.Fatal("no srq mmap info")
+	}
+	d, err := dataplane.NewSRQ(nil, s.ctx.CmdFD(), srq.Handle(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := d.AttachRxe(nil, mi.Offset, mi.Size); err != nil {
+		t.Fatal(err)
+	}
+	return srq, d
+}
+
 type vmQP struct {
 	qp  *provider.QP
 	d   *dataplane.QP
@@ -682,22 +706,7 @@ func TestVMSRQSharedByTwoQPs(t *testing.T) {
 	a, b := vmSides(t)
 	cqA, dcqA := a.newCQ(t, 64, nil)
 	cqB, dcqB := b.newCQ(t, 64, nil)
-	srq, err := b.pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 64, MaxSGE: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mi, ok := srq.RxeQueue()
-	if !ok {
-		t.Fatal("no srq mmap info")
-	}
-	dsrq, err := dataplane.NewSRQ(nil, b.ctx.CmdFD(), srq.Handle(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dsrq.Close()
-	if err := dsrq.AttachRxe(nil, mi.Offset, mi.Size); err != nil {
-		t.Fatal(err)
-	}
+	srq, dsrq := b.newSRQ(t, 64)
 	a1 := a.newQP(t, provider.QPTypeRC, cqA, dcqA, nil, nil)
 	a2 := a.newQP(t, provider.QPTypeRC, cqA, dcqA, nil, nil)
 	b1 := b.newQP(t, provider.QPTypeRC, cqB, dcqB, srq, dsrq)
@@ -1056,22 +1065,7 @@ func TestVMSRQResizeKeepsTraffic(t *testing.T) {
 	a, b := vmSides(t)
 	cqA, dcqA := a.newCQ(t, 512, nil)
 	cqB, dcqB := b.newCQ(t, 512, nil)
-	srq, err := b.pd.CreateSRQ(provider.SRQInitAttr{MaxWR: 16, MaxSGE: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mi, ok := srq.RxeQueue()
-	if !ok {
-		t.Fatal("no srq mmap info")
-	}
-	dsrq, err := dataplane.NewSRQ(nil, b.ctx.CmdFD(), srq.Handle(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dsrq.Close()
-	if err := dsrq.AttachRxe(nil, mi.Offset, mi.Size); err != nil {
-		t.Fatal(err)
-	}
+	srq, dsrq := b.newSRQ(t, 16)
 	qa := a.newQP(t, provider.QPTypeRC, cqA, dcqA, nil, nil)
 	qb := b.newQP(t, provider.QPTypeRC, cqB, dcqB, srq, dsrq)
 	connect(t, qa, a, b, qb)

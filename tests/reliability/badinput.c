@@ -61,11 +61,6 @@ static const struct module_answer *module_answer_for(const char *kase)
 static struct rel_end A, B; // A on dev0, B on dev1, RC-connected
 static struct ibv_qp_cap capA;
 
-struct bcase {
-	const char *name;
-	void (*fn)(const char *name);
-};
-
 // expect_rc: a verb's return (an errno value, rdma-core style) against the wanted one.
 static void expect_rc(const char *name, double t0, int got, int want, const char *extra)
 {
@@ -615,7 +610,7 @@ static void c_reg_mr_remote_write_no_local(const char *name)
 		ibv_dereg_mr(mr);
 }
 
-static const struct bcase cases[] = {
+static const struct rel_case cases[] = {
 	{"post_send_null_list", c_send_null_list},
 	{"post_send_null_bad_wr", c_send_null_bad_wr},
 	{"post_send_num_sge_over_max", c_send_num_sge_over_max},
@@ -653,34 +648,13 @@ static const struct bcase cases[] = {
 int main(int argc, char **argv)
 {
 	rel_prog = "badinput";
-	const char *only = NULL;
-	if (argc == 2 && strcmp(argv[1], "--list") == 0) {
-		for (size_t i = 0; i < NCASES; i++)
-			printf("%s\n", cases[i].name);
-		return 0;
-	}
-	if (argc == 3 && strcmp(argv[1], "--case") == 0)
-		only = argv[2];
-	else if (argc != 1) {
-		fprintf(stderr, "usage: badinput [--list | --case NAME]\n");
-		return 2;
-	}
-	if (only) {
-		size_t i = 0;
-		while (i < NCASES && strcmp(cases[i].name, only) != 0)
-			i++;
-		if (i == NCASES) {
-			fprintf(stderr, "badinput: no case %s\n", only);
-			return 2;
-		}
-	}
+	const char *only;
+	int exit_code = rel_case_args(argc, argv, cases, NCASES, &only);
+	if (exit_code >= 0)
+		return exit_code;
 	double t0 = rel_now();
 	const char *what = "";
-	int rc = rel_end_open(&A, 0, 64, 65536, &what);
-	if (!rc)
-		rc = rel_end_open(&B, 1, 64, 65536, &what);
-	if (!rc)
-		rc = rel_pair_connect(&A, &B, 16, &what);
+	int rc = rel_pair_open(&A, &B, 64, 65536, 16, &what);
 	if (!rc) {
 		struct ibv_qp_attr qa;
 		struct ibv_qp_init_attr qia;
@@ -692,11 +666,7 @@ int main(int argc, char **argv)
 		rel_fail(only ? only : "setup", t0, "setup: %s: %s", what, rel_errname(rc));
 		return rel_exit_code();
 	}
-	for (size_t i = 0; i < NCASES; i++) {
-		if (only && strcmp(cases[i].name, only) != 0)
-			continue;
-		cases[i].fn(cases[i].name);
-	}
+	rel_run_cases(cases, NCASES, only);
 	// destroy_cq_busy must leave the CQ in place; the QP goes first here.
 	rel_end_close(&A);
 	rel_end_close(&B);

@@ -176,11 +176,7 @@ int main(void)
 	ours = strcmp(rel_env("REL_PROVIDER", "ours"), "librxe") != 0;
 	double t0 = rel_now();
 	const char *what = "";
-	int rc = rel_end_open(&A, 0, 16, 4096, &what);
-	if (!rc)
-		rc = rel_end_open(&B, 1, 16, 4096, &what);
-	if (!rc)
-		rc = rel_pair_connect(&A, &B, 16, &what);
+	int rc = rel_pair_open(&A, &B, 16, 4096, 16, &what);
 	if (rc) {
 		rel_fail("setup", t0, "%s: %s", what, rel_errname(rc));
 		return rel_exit_code();

@@ -264,6 +264,20 @@ static inline int rel_pair_connect(struct rel_end *a, struct rel_end *b, uint32_
 	return rc;
 }
 
+// rel_pair_open opens end A on device 0 and end B on device 1 (rel_end_open)
+// and connects them (rel_pair_connect): 0, or the errno with *what naming
+// the step that failed.
+static inline int rel_pair_open(struct rel_end *a, struct rel_end *b, int cqe, size_t len, uint32_t depth,
+				const char **what)
+{
+	int rc = rel_end_open(a, 0, cqe, len, what);
+	if (!rc)
+		rc = rel_end_open(b, 1, cqe, len, what);
+	if (!rc)
+		rc = rel_pair_connect(a, b, depth, what);
+	return rc;
+}
+
 static inline void rel_end_close(struct rel_end *e)
 {
 	if (e->qp)
@@ -293,6 +307,49 @@ static inline int rel_poll_one(struct ibv_cq *cq, struct ibv_wc *wc, double secs
 			return 0;
 		usleep(50);
 	}
+}
+
+// A program of named cases: each runs alone with --case NAME (its own
+// process, so one crash loses one case) or all in a row.
+struct rel_case {
+	const char *name;
+	void (*fn)(const char *name);
+};
+
+// rel_case_args parses a case program's arguments, [--list | --case NAME].
+// It returns -1 to go on and run the cases (*only: the one named, or NULL
+// for all), else the exit code: 0 after --list printed the names, 2 after a
+// usage error or an unknown case name (a typo must not pass as zero cases).
+static inline int rel_case_args(int argc, char **argv, const struct rel_case *cases, size_t n, const char **only)
+{
+	*only = NULL;
+	if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+		for (size_t i = 0; i < n; i++)
+			printf("%s\n", cases[i].name);
+		return 0;
+	}
+	if (argc == 3 && strcmp(argv[1], "--case") == 0) {
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(cases[i].name, argv[2]) == 0) {
+				*only = argv[2];
+				return -1;
+			}
+		fprintf(stderr, "%s: no case %s\n", rel_prog, argv[2]);
+		return 2;
+	}
+	if (argc != 1) {
+		fprintf(stderr, "usage: %s [--list | --case NAME]\n", rel_prog);
+		return 2;
+	}
+	return -1;
+}
+
+// rel_run_cases runs the case named only, or all of them when only is NULL.
+static inline void rel_run_cases(const struct rel_case *cases, size_t n, const char *only)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!only || strcmp(cases[i].name, only) == 0)
+			cases[i].fn(cases[i].name);
 }
 
 #endif

@@ -135,12 +135,7 @@ static void c_post_send_atomic_fetch_add(const char *name)
 	post_refused(name, t0, &wr);
 }
 
-struct ucase {
-	const char *name;
-	void (*fn)(const char *name);
-};
-
-static const struct ucase cases[] = {
+static const struct rel_case cases[] = {
 	{"create_srq", c_create_srq},
 	{"create_qp_ud", c_create_qp_ud},
 	{"query_device_atomic_cap", c_query_device_atomic_cap},
@@ -185,32 +180,18 @@ int main(int argc, char **argv)
 	rel_prog = "unsupported";
 	if (argc == 4 && strcmp(argv[1], "--async-watch") == 0)
 		return async_watch(argv[2], atoi(argv[3]));
-	const char *only = NULL;
-	if (argc == 2 && strcmp(argv[1], "--list") == 0) {
-		for (size_t i = 0; i < NCASES; i++)
-			printf("%s\n", cases[i].name);
-		return 0;
-	}
-	if (argc == 3 && strcmp(argv[1], "--case") == 0)
-		only = argv[2];
-	else if (argc != 1) {
-		fprintf(stderr, "usage: unsupported [--list | --case NAME]\n");
-		return 2;
-	}
+	const char *only;
+	int exit_code = rel_case_args(argc, argv, cases, NCASES, &only);
+	if (exit_code >= 0)
+		return exit_code;
 	double t0 = rel_now();
 	const char *what = "";
-	int rc = rel_end_open(&A, 0, 64, 65536, &what);
-	if (!rc)
-		rc = rel_end_open(&B, 1, 64, 65536, &what);
-	if (!rc)
-		rc = rel_pair_connect(&A, &B, 16, &what);
+	int rc = rel_pair_open(&A, &B, 64, 65536, 16, &what);
 	if (rc) {
 		rel_fail(only ? only : "setup", t0, "setup: %s: %s", what, rel_errname(rc));
 		return rel_exit_code();
 	}
-	for (size_t i = 0; i < NCASES; i++)
-		if (!only || strcmp(cases[i].name, only) == 0)
-			cases[i].fn(cases[i].name);
+	rel_run_cases(cases, NCASES, only);
 	rel_end_close(&A);
 	rel_end_close(&B);
 	return rel_exit_code();

@@ -3,8 +3,9 @@
 // by the first ibv_open_device of one of our devices; on the host the open
 // itself then fails (no RDMA kernel), which is enough: the runtime is up.
 //
-//   signals dispositions   prints "disp <SIG> before <d> after <d>" for the
-//                          signals Go's runtime cares about
+//   signals dispositions   sets the signals Go's runtime cares about to
+//                          SIG_DFL, loads, prints "disp <SIG> before <d>
+//                          after <d>" for each
 //   signals pipe-exec      ignores SIGPIPE, then runs itself as
 //                          "signals check-pipe" before and after the load;
 //                          the child prints "child <when> SIGPIPE <d>"
@@ -117,8 +118,13 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(mode, "dispositions") == 0) {
 		char was[sizeof(watched) / sizeof(watched[0])][128];
-		for (size_t i = 0; i < sizeof(watched) / sizeof(watched[0]); i++)
+		// From the defaults, whatever this process inherited (nohup's
+		// SIG_IGN for SIGHUP, a CI runner's for SIGPIPE): an inherited
+		// SIG_IGN is what pipe-exec checks.
+		for (size_t i = 0; i < sizeof(watched) / sizeof(watched[0]); i++) {
+			signal(watched[i].sig, SIG_DFL);
 			disposition(watched[i].sig, was[i], sizeof(was[i]));
+		}
 		load_go_part(&n);
 		for (size_t i = 0; i < sizeof(watched) / sizeof(watched[0]); i++) {
 			disposition(watched[i].sig, after, sizeof(after));

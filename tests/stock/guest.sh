@@ -25,7 +25,7 @@
 # Command lines are built as word lists and split on purpose (globbing is off).
 # shellcheck disable=SC2086,SC2012,SC1091
 set -f
-MODE=matrix PROVIDER=ours ITERS=1000 TIMEOUT=60 CASES= BIG_ITERS=20
+MODE=matrix PROVIDER=ours ITERS=1000 TIMEOUT=60 CASES= BIG_ITERS=100
 [ -r /opt/usb4verbs/stock.conf ] && . /opt/usb4verbs/stock.conf
 
 DEV0=${USB4VERBS_DEV0:?} DEV1=${USB4VERBS_DEV1:?}

@@ -120,7 +120,7 @@ usb4_stock_files() {
   install -m755 "$REPO/tests/stock/guest.sh" "$STOCK_FILES/guest.sh"
   {
     printf 'MODE=usb4\nITERS=%s\nTIMEOUT=%s\nBIG_ITERS=%s\n' "${USB4_STOCK_ITERS:-1000}" \
-      "${USB4_STOCK_TIMEOUT:-60}" "${USB4_STOCK_BIG_ITERS:-20}"
+      "${USB4_STOCK_TIMEOUT:-60}" "${USB4_STOCK_BIG_ITERS:-100}"
     printf "CASES='%s'\n" "${cases//\'/}"
   } > "$STOCK_FILES/stock.conf"
 }

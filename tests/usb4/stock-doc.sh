@@ -67,7 +67,10 @@ results:
   it (`linux:drivers/infiniband/core/cma.c`, `cma_acquire_dev_by_src_ip`). With the same
   table everywhere, `rping -s -a 10.77.0.1` and the client's `-I 10.77.0.1` land on the
   same device. The client's connect request then crosses the cable to that device's peer,
-  which has no listener. A second address or a second dummy netdev does not help,
+  which has no listener. On the bed (hellas-main, 7.2.12) the client then gets
+  `RDMA_CM_EVENT_REJECTED, error 8`, the CM's reject for an invalid service ID
+  (`linux:include/rdma/ib_cm.h`, `IB_CM_REJ_INVALID_SERVICE_ID`), with `-I` and without
+  it. A second address or a second dummy netdev does not help,
   because every device gets every GID. The case therefore listens on the wildcard
   (`rping -s -a 0.0.0.0`): rdma_cm then listens on every device, and the request is
   answered on the peer of the client's device. Listening on one chosen host's device

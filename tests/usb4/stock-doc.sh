@@ -4,7 +4,7 @@
 # build/usb4/stock/<tree>.out (the guest's usb4/<tree>/stock/<case> result blocks of
 # tests/stock/guest.sh, its "# stock:" line and run.sh's "# host:" line). A tree with no
 # output keeps the section DOC has (or, when DOC does not exist yet, the committed
-# docs/stock-tools-usb4.md has). tests/usb4/run.sh writes build/usb4/stock-tools-usb4.md;
+# docs/stock-tools-usb4.md has), and so does the hand-written part below NOTES_MARK. tests/usb4/run.sh writes build/usb4/stock-tools-usb4.md;
 # `make docs` (scripts/docs.sh) writes docs/stock-tools-usb4.md.
 set -euo pipefail
 
@@ -86,10 +86,16 @@ EOF
     done
     printf '\n'
     for t in "${order[@]}"; do cat "$secdir/$t.md"; printf '\n'; done
+    # What the run cannot know (why a case fails, whose defect it is) is written by
+    # hand below this line and kept as it is.
+    printf '%s\n' "$NOTES_MARK"
+    [[ -f $base ]] && awk -v m="$NOTES_MARK" 'f { print } $0 == m { f = 1 }' "$base"
   } > "$doc.tmp"
   mv "$doc.tmp" "$doc"
   printf '[usb4] wrote %s\n' "${doc#"$repo"/}" >&2
 }
+
+NOTES_MARK='<!-- hand-written below this line; tests/usb4/stock-doc.sh keeps it -->'
 
 # section TREE OUT: the markdown section of TREE from its run output OUT.
 section() {

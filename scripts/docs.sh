@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/docs.sh (make docs): rewrites the committed result docs from the outputs the
 # last runs left under build/ — docs/stock-tools.md and docs/stock-tools-librxe.md
-# from build/stock/{ours,librxe}/<userland>.out, and the generated table of
+# from build/stock/{ours,librxe}/<userland>.out, docs/stock-tools-usb4.md from
+# build/usb4/stock/<tree>.out (tests/usb4/run.sh), and the generated table of
 # docs/reliability.md from build/reliability/ours.out (plus the committed control run).
 # A doc with no run output to take from is left as it is. `make test` never writes
 # these; the benchmarks have their own target (make bench-docs).
@@ -18,6 +19,11 @@ for p in ours librxe; do
     log "no stock-tool run of $p under build/stock/$p: $doc kept"
   fi
 done
+if compgen -G "build/usb4/stock/*.out" >/dev/null; then
+  tests/usb4/stock-doc.sh "$PWD/docs/stock-tools-usb4.md"
+else
+  log "no usb4 bed run under build/usb4/stock: docs/stock-tools-usb4.md kept"
+fi
 if [[ -s build/reliability/ours.out ]]; then
   REL_REPORT_ONLY=1 REL_DOC=$PWD/docs/reliability.md tests/reliability/run.sh
 else

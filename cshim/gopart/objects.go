@@ -247,7 +247,7 @@ func usb4goCreateQP(h C.uintptr_t, req *C.struct_usb4_qp_req, out *C.struct_usb4
 	cfg := dataplane.QPConfig{
 		CmdFd: ctx.CmdFD(), Handle: qp.Handle(), QPNum: qp.QPN(), Type: uint32(req.qp_type),
 		SqSigAll: attr.SigAll, MaxSendWR: granted.MaxSendWR, MaxSendSGE: granted.MaxSendSGE, MaxRecvSGE: granted.MaxRecvSGE,
-		MaxInline: granted.MaxInlineData, SendCQ: scq.dp, RecvCQ: rcq.dp,
+		MaxInline: granted.MaxInlineData, SendCQ: scq.dp, RecvCQ: rcq.dp, SendCQChannel: scq.ch != nil,
 	}
 	if srq != nil {
 		cfg.SRQ = srq.dp

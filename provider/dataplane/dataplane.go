@@ -408,6 +408,9 @@ type QPConfig struct {
 	SendCQ     *CQ
 	RecvCQ     *CQ
 	SRQ        *SRQ
+	// SendCQChannel: the send CQ has a completion channel. DV completions
+	// raise no event on it, so TryDV keeps such a QP on kernel commands.
+	SendCQChannel bool
 }
 
 // QP is a queue pair's data-path object.
@@ -418,6 +421,8 @@ type QP struct {
 	sendCQ    *CQ
 	driverID  uint32
 	maxSendWR uint32
+	// The send CQ has a completion channel (QPConfig.SendCQChannel).
+	sendCQChannel bool
 }
 
 // NewQP creates the C object for a QP (kernel commands until AttachRxe or
@@ -440,7 +445,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	if c == nil {
 		return nil, fmt.Errorf("create qp data path: %w", unix.ENOMEM)
 	}
-	return &QP{c: c, sendCQ: cfg.SendCQ, maxSendWR: cfg.MaxSendWR}, nil
+	return &QP{c: c, sendCQ: cfg.SendCQ, maxSendWR: cfg.MaxSendWR, sendCQChannel: cfg.SendCQChannel}, nil
 }
 
 // AttachRxe puts the QP on its rxe SQ and RQ rings (create_qp's sq_mi and
@@ -466,12 +471,15 @@ type DVCaps = C.struct_usb4v_usb4_rdma_dv_query_caps_resp
 func (qp *QP) TryDV(driverID uint32) bool {
 	var caps DVCaps
 	qp.driverID = driverID
+	if qp.sendCQChannel {
+		// The kernel writes DV CQEs into our ring and raises no completion
+		// event for them (pleite-gda:kernel/ibdev.c: only tbv_cq_push calls
+		// comp_handler): a sleeper on the channel would never wake.
+		qp.keepKernelCommands("send CQ has a completion channel; DV completions raise no event")
+		return false
+	}
 	if rc := C.usb4v_dv_query_caps(qp.c.sys, qp.c.cmd_fd, C.uint32_t(driverID), &caps); rc < 0 {
-		msg := fmt.Sprintf("QUERY_CAPS: %v", unix.Errno(-rc))
-		debugf("qp %d: backend %s (DV not used: %s)", qp.c.qp_num, qp.SendBackend(), msg)
-		cs := C.CString(msg)
-		C.strncpy(&qp.c.fallback_reason[0], cs, C.size_t(len(qp.c.fallback_reason)-1))
-		C.free(unsafe.Pointer(cs))
+		qp.keepKernelCommands(fmt.Sprintf("QUERY_CAPS: %v", unix.Errno(-rc)))
 		return false
 	}
 	ok := C.usb4v_qp_try_dv(qp.c, C.uint32_t(driverID), &caps, C.uint32_t(qp.maxSendWR)) == 1
@@ -481,6 +489,14 @@ func (qp *QP) TryDV(driverID uint32) bool {
 		debugf("qp %d: backend %s (DV not used: %s)", qp.c.qp_num, qp.SendBackend(), qp.FallbackReason())
 	}
 	return ok
+}
+
+// keepKernelCommands records why the QP stays on kernel commands.
+func (qp *QP) keepKernelCommands(why string) {
+	debugf("qp %d: backend %s (DV not used: %s)", qp.c.qp_num, qp.SendBackend(), why)
+	cs := C.CString(why)
+	C.strncpy(&qp.c.fallback_reason[0], cs, C.size_t(len(qp.c.fallback_reason)-1))
+	C.free(unsafe.Pointer(cs))
 }
 
 // SendBackend and RecvBackend name the paths the QP posts through.

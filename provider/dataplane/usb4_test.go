@@ -812,3 +812,43 @@ func TestUSB4DVQueueFullIsENOMEM(t *testing.T) {
 		}
 	}
 }
+
+// pleite-gda's kernel writes DV send CQEs into the user ring and raises no
+// completion event for them (pleite-gda:kernel/ibdev.c: only tbv_cq_push calls
+// comp_handler), so an application asleep on the send CQ's channel would never
+// wake (ibv_rc_pingpong -e hung on the usb4 bed). A QP whose send CQ has a
+// completion channel stays on kernel commands, whose completions raise it.
+func TestUSB4DVNotOnSendCQWithChannel(t *testing.T) {
+	d := usb4double.New()
+	d.SetDVModel(usb4double.DVPleite)
+	d.SetDVCaps(DVCapsV2)
+	e := &usb4Env{d: d}
+	t.Cleanup(e.close)
+	e.cqA, e.hcqA = e.newCQ(t, 16)
+	e.cqB, e.hcqB = e.newCQ(t, 16)
+	e.qpA, e.hqpA, e.qpnA = e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 1, SendCQChannel: true})
+	e.qpB, e.hqpB, e.qpnB = e.newQPWith(t, e.cqB, e.hcqB, QPConfig{Type: QPTypeRC, MaxSendSGE: 1})
+	d.Connect(e.hqpA, e.hqpB)
+	if got := e.qpA.SendBackend(); got != BackendKCmd || !strings.Contains(e.qpA.FallbackReason(), "completion channel") {
+		t.Fatalf("backend %q reason %q, want %q and a completion channel reason", got, e.qpA.FallbackReason(), BackendKCmd)
+	}
+	if got := e.qpB.SendBackend(); got != BackendDV {
+		t.Fatalf("qp without a channel on its send CQ: backend %q (reason %q), want %q", got, e.qpB.FallbackReason(), BackendDV)
+	}
+	e.bufA = pinned(t, 4096)
+	e.lkeyA, e.rkeyA, _ = d.RegMR(ptr(e.bufA), 4096, accAll)
+	if err := e.cqA.ReqNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	err := e.qpA.PostSend([]SendWR{{WrID: 4, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)},
+		RemoteAddr: addr(e.bufA) + 100, RKey: e.rkeyA}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.d.Notifies(e.hcqA); n != 1 {
+		t.Fatalf("completion events on the armed send CQ: %d, want 1", n)
+	}
+	if s := pollN(t, e.cqA, 1)[0]; s.WrID != 4 || s.Status != WCSuccess {
+		t.Fatalf("completion %+v", s)
+	}
+}

@@ -105,12 +105,14 @@ func usb4Tree() string { return os.Getenv("USB4VERBS_BACKEND_TREE") }
 // QP whose sends all fit a DV WQE (one SGE), the others stay on kernel
 // commands. None offers the mapped CQ ring (donnerkeule's, which does not
 // build), so CQs poll through kernel commands. "" means not asserted.
-func wantUSB4Backends(tree string, sendSGE uint32) (cq, send string) {
+func wantUSB4Backends(tree string, sendSGE uint32, sendCQChannel bool) (cq, send string) {
 	switch tree {
 	case "hellas-main", "hellas-gda-v2":
 		return dataplane.BackendKCmd, dataplane.BackendKCmd
 	case "pleite-gda":
-		if sendSGE > 1 {
+		// A send CQ with a completion channel keeps kernel commands: DV
+		// completions raise no event (TryDV).
+		if sendSGE > 1 || sendCQChannel {
 			return dataplane.BackendKCmd, dataplane.BackendKCmd
 		}
 		return dataplane.BackendKCmd, dataplane.BackendDV
@@ -131,7 +133,7 @@ func reportBackend(t *testing.T, s *vmSide, cq *dataplane.CQ, q *vmQP) {
 	t.Logf("backend: dev %s tree %q cq %s send %s recv %s (cq fallback %q, qp fallback %q)",
 		s.name, usb4Tree(), cq.Backend(), q.d.SendBackend(), q.d.RecvBackend(), cq.FallbackReason(), q.d.FallbackReason())
 	if s.usb4 {
-		wcq, wsend := wantUSB4Backends(usb4Tree(), q.qp.InitAttr().Cap.MaxSendSGE)
+		wcq, wsend := wantUSB4Backends(usb4Tree(), q.qp.InitAttr().Cap.MaxSendSGE, q.sendCQChannel)
 		if wcq != "" && cq.Backend() != wcq {
 			t.Errorf("%s: cq backend %s, want %s (fallback %q)", usb4Tree(), cq.Backend(), wcq, cq.FallbackReason())
 		}
@@ -228,6 +230,8 @@ type vmQP struct {
 	qp  *provider.QP
 	d   *dataplane.QP
 	typ provider.QPType
+	// The send CQ has a completion channel (QPConfig.SendCQChannel).
+	sendCQChannel bool
 }
 
 func (s *vmSide) newQP(t *testing.T, typ provider.QPType, cq *provider.CQ, dcq *dataplane.CQ,
@@ -241,13 +245,13 @@ func (s *vmSide) newQP(t *testing.T, typ provider.QPType, cq *provider.CQ, dcq *
 	if s.usb4 {
 		d, err := dataplane.NewQP(dataplane.QPConfig{CmdFd: s.ctx.CmdFD(), Handle: qp.Handle(), QPNum: qp.QPN(),
 			Type: uint32(typ), MaxSendWR: c.MaxSendWR, MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE,
-			MaxInline: c.MaxInlineData, SendCQ: dcq, RecvCQ: dcq, SRQ: dsrq})
+			MaxInline: c.MaxInlineData, SendCQ: dcq, RecvCQ: dcq, SRQ: dsrq, SendCQChannel: cq.Channel() != nil})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { d.Close() })
 		d.TryDV(s.ctx.Driver().ID) // keeps kernel commands when DV is not offered
-		return &vmQP{qp: qp, d: d, typ: typ}
+		return &vmQP{qp: qp, d: d, typ: typ, sendCQChannel: cq.Channel() != nil}
 	}
 	rq, sq, ok := qp.RxeQueues()
 	if !ok {

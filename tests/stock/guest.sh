@@ -13,23 +13,30 @@
 # plus "# stock: key=value ..." lines describing the run. Exits 1 if any case failed.
 #
 # MODE=demo (scripts/demo.sh) runs the demo's few steps instead, each under a heading
-# with the tools' whole output, and names results demo/<step>.
+# with the tools' whole output, and names results demo/<step>. MODE=usb4 (tests/usb4/run.sh,
+# after the usb4 bed's smoke test) runs the cases the thunderbolt_ibverbs module can serve
+# (no UD, SRQ, atomics, UCX) and names results usb4/<tree>/stock/<case>.
 #
-# Settings: /opt/usb4verbs/stock.conf (written by run.sh or demo.sh) may set MODE
-# (matrix or demo), PROVIDER (ours or librxe), ITERS, TIMEOUT (seconds per case), CASES
-# (an ERE over case names: only those run). Environment from the harness's /init: USB4VERBS_DEV0/1, _GID0/1, _IP0/1,
-# USB4VERBS_USERLAND.
+# Settings: /opt/usb4verbs/stock.conf (written by run.sh, demo.sh or tests/usb4/run.sh) may
+# set MODE (matrix, demo or usb4), PROVIDER (ours or librxe), ITERS, TIMEOUT (seconds per
+# case), CASES (an ERE over case names: only those run), BIG_ITERS (-n of the usb4 1 MiB
+# four-QP ib_write_bw). Environment from the harness's /init: USB4VERBS_DEV0/1, _GID0/1,
+# _IP0/1, USB4VERBS_USERLAND, USB4VERBS_BACKEND_TREE (usb4 mode).
 # Command lines are built as word lists and split on purpose (globbing is off).
 # shellcheck disable=SC2086,SC2012,SC1091
 set -f
-MODE=matrix PROVIDER=ours ITERS=1000 TIMEOUT=60 CASES=
+MODE=matrix PROVIDER=ours ITERS=1000 TIMEOUT=60 CASES= BIG_ITERS=100
 [ -r /opt/usb4verbs/stock.conf ] && . /opt/usb4verbs/stock.conf
 
 DEV0=${USB4VERBS_DEV0:?} DEV1=${USB4VERBS_DEV1:?}
 GID0=${USB4VERBS_GID0:?} GID1=${USB4VERBS_GID1:?}
 IP0=${USB4VERBS_IP0:?} IP1=${USB4VERBS_IP1:?}
 UL=${USB4VERBS_USERLAND:-unknown}
-if [ "$MODE" = demo ]; then PREFIX=demo; else PREFIX=stock/$UL; fi
+case $MODE in
+  demo) PREFIX=demo ;;
+  usb4) PREFIX=usb4/${USB4VERBS_BACKEND_TREE:?not in the harness usb4 mode}/stock ;;
+  *) PREFIX=stock/$UL ;;
+esac
 PROVDIR=/usr/lib/x86_64-linux-gnu/libibverbs
 # A client whose peer vanished can hang in a TCP exchange or a CQ poll: the case's own
 # timeout bounds it, and the server gets this long after the client to exit by itself.
@@ -68,6 +75,8 @@ report() {
 # prints one line per ping; those say nothing about why it failed.
 show_tail() {
   [ -s "$2" ] || { echo "    $1| (no output)"; return; }
+  # perftest names a failed completion's status far above its last lines.
+  grep -m 3 -E 'Failed status|syndrom' "$2" | sed "s/^/    $1| /"
   grep -v 'ping data:' "$2" | tail -n 15 | sed "s/^/    $1| /"
 }
 
@@ -263,7 +272,7 @@ PERFTEST=$(ib_write_bw --version 2>/dev/null | awk '/[Vv]ersion/ { print $NF; ex
 # "# Version 1.13.1" or "# Library version: 1.18.1"
 UCXVER=$(ucx_info -v 2>/dev/null | awk 'tolower($0) ~ /version/ { print $NF; exit }')
 echo "# stock: userland=$UL rdma-core=${RDMACORE:-unknown} kernel=$(uname -r) provider=$PROVIDER" \
-  "perftest=${PERFTEST:-none} ucx=${UCXVER:-none} iters=$ITERS timeout=$TIMEOUT"
+  "perftest=${PERFTEST:-none} ucx=${UCXVER:-none} iters=$ITERS timeout=$TIMEOUT mode=$MODE big_iters=$BIG_ITERS"
 echo "# stock: providers in $PROVDIR: $(cd $PROVDIR 2>/dev/null && ls | tr '\n' ' ')"
 echo "# stock: drivers in /etc/libibverbs.d: $(cd /etc/libibverbs.d 2>/dev/null && ls | tr '\n' ' ')"
 
@@ -301,15 +310,10 @@ provider_case() {
   set -f
 }
 
-# matrix: every case of the stock-tool matrix.
-matrix() {
-  provider_case
-  single ibv_devices check_devices ibv_devices
-  single ibv_devinfo_-v check_devinfo ibv_devinfo -v
-
-  # --- libibverbs examples: each with busy polling and with completion events (-e)
-  port=18600
-  for t in rc uc ud srq; do
+# pingpongs TYPE...: ibv_<TYPE>_pingpong, each with busy polling and with completion
+# events (-e). Takes TCP ports from $port on.
+pingpongs() {
+  for t in "$@"; do
     for e in "" -e; do
       port=$((port + 1))
       pair "ibv_${t}_pingpong${e:+_$e}" $port check_pingpong \
@@ -317,10 +321,12 @@ matrix() {
         ibv_${t}_pingpong -d "$DEV1" -g "$GID1" -n "$ITERS" -p $port $e "$IP0"
     done
   done
+}
 
-  # --- perftest: all eight tools; -e wherever perftest accepts it (not on WRITE)
-  for tool in ib_write_bw ib_write_lat ib_send_bw ib_send_lat ib_read_bw ib_read_lat \
-              ib_atomic_bw ib_atomic_lat; do
+# perftests TOOL...: each perftest tool, and again with -e wherever perftest accepts it
+# (not on WRITE).
+perftests() {
+  for tool in "$@"; do
     case $tool in *_bw) check=check_perf_bw ;; *) check=check_perf_lat ;; esac
     case $tool in *_bw) extra=--report_gbits ;; *) extra= ;; esac
     modes="poll"
@@ -333,6 +339,18 @@ matrix() {
         $tool -d "$DEV1" -x "$GID1" -F -n "$ITERS" -p $port $extra $e "$IP0"
     done
   done
+}
+
+# matrix: every case of the stock-tool matrix.
+matrix() {
+  provider_case
+  single ibv_devices check_devices ibv_devices
+  single ibv_devinfo_-v check_devinfo ibv_devinfo -v
+
+  port=18600
+  pingpongs rc uc ud srq
+  perftests ib_write_bw ib_write_lat ib_send_bw ib_send_lat ib_read_bw ib_read_lat \
+            ib_atomic_bw ib_atomic_lat
 
   # --- rdma_cm: rping (the devices are found from the addresses)
   pair "rping_-v_-C_$ITERS" "" check_rping \
@@ -373,6 +391,29 @@ matrix() {
   fi
 }
 
+# matrix_usb4: the cases the usb4 bed's module can serve (hellas-main: RC and UC, SEND,
+# WRITE, READ; no SRQ, UD or atomics), between the first device of host 0 (server) and
+# that of host 1 (client). Both hosts' devices carry the GIDs of the one roce_netdev, so
+# IP0 = IP1 and GID0/GID1 name the same address: the tools' TCP exchange goes over that
+# local address and the module carries the verbs traffic over the cable whatever the GID.
+matrix_usb4() {
+  port=18700
+  pingpongs rc uc
+  perftests ib_write_bw ib_write_lat ib_send_bw ib_send_lat ib_read_bw ib_read_lat
+  # Four QPs of 1 MiB messages: BIG_ITERS each, TCG copies every byte.
+  port=$((port + 1))
+  pair ib_write_bw_-q_4_-s_1048576 $port check_perf_bw \
+    ib_write_bw -d "$DEV0" -x "$GID0" -F -n "$BIG_ITERS" -q 4 -s 1048576 -p $port --report_gbits -- \
+    ib_write_bw -d "$DEV1" -x "$GID1" -F -n "$BIG_ITERS" -q 4 -s 1048576 -p $port --report_gbits "$IP0"
+  # rdma_cm resolves an address to the first device whose GID table has it, and every
+  # device has this one: a listener bound to IP0 would sit on the client's own device,
+  # while the client's connect request travels over the cable to its peer. The listener
+  # is therefore the wildcard one, on every device, and answers on the peer's.
+  pair "rping_-v_-C_$ITERS" "" check_rping \
+    rping -s -v -C "$ITERS" -a 0.0.0.0 -p 7174 -- \
+    rping -c -v -C "$ITERS" -a "$IP0" -I "$IP1" -p 7174
+}
+
 # demo_steps: what `make demo` shows, in order.
 demo_steps() {
   STEPS=8
@@ -402,6 +443,10 @@ demo_steps() {
   single ibvinfo_doctor check_doctor ibvinfo --no-color doctor "$DEV0" "$DEV1"
 }
 
-if demo; then demo_steps; else matrix; fi
+case $MODE in
+  demo) demo_steps ;;
+  usb4) matrix_usb4 ;;
+  *) matrix ;;
+esac
 echo "# stock: $PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ $FAILED = 0 ]

@@ -77,4 +77,9 @@ if $RDMA dev set "$USB4VERBS_DEV0" name "$new" 2>/tmp/rename.err; then
 else
   fail renamed_device_still_claimed "rdma dev set $USB4VERBS_DEV0 name $new: $(cat /tmp/rename.err)"
 fi
+
+# The stock-tool cases, when tests/usb4/run.sh put tests/stock/guest.sh in the image.
+if [ -r /opt/usb4verbs/stock.conf ] && [ -r /opt/usb4verbs/guest.sh ]; then
+  sh /opt/usb4verbs/guest.sh || failed=1
+fi
 exit $failed

@@ -4,9 +4,11 @@
 # once per tree that built (USB4_TREE=<tree> tests/vm/run.sh) and runs there the
 # real-kernel Go tests of the data path (provider/dataplane's TestVM*, built here into
 # build/usb4/bin) and tests/usb4/guest-smoke.sh: ibv_devices, ibv_devinfo -v and
-# ibv_rc_pingpong through our provider. Go-test-style lines usb4/build/<tree>,
-# usb4/<tree>/..., the Go tests' own; SKIP lines when USB4_MODULE_SRC is absent, or
-# for a tree recorded as not building. USB4_GO_TESTS=0 leaves the Go tests out.
+# ibv_rc_pingpong through our provider, then the stock-tool cases (tests/stock/guest.sh
+# MODE=usb4), whose table per tree goes to build/usb4/stock-tools-usb4.md (`make docs`:
+# docs/). Go-test-style lines usb4/build/<tree>, usb4/<tree>/..., usb4/<tree>/stock/...,
+# the Go tests' own; SKIP lines when USB4_MODULE_SRC is absent, or for a tree recorded
+# as not building. USB4_GO_TESTS=0 leaves the Go tests out.
 set -uo pipefail
 
 main() {
@@ -44,7 +46,7 @@ if [[ ! -f $tbloop/Makefile && ! -f $tbloop/Kbuild ]]; then
   return 0
 fi
 
-local rc=0 k first log bins=()
+local rc=0 k first log t0 bins=()
 if ((!diag_only)) && [[ ${USB4_GO_TESTS:-1} != 0 ]]; then
   mkdir -p "$REPO/build/usb4/bin"
   if (cd "$REPO" && go test -c -o build/usb4/bin/dataplane.test ./provider/dataplane); then
@@ -73,13 +75,18 @@ for tree in "${trees[@]}"; do
   fi
   if ((!diag_only)); then
     # Only the real-kernel tests: the package's double tests ran on the host already.
-    USB4_TREE=$tree USB4_TBLOOP_SRC=$tbloop VM_EXTRA_DEBS="ibverbs-utils${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
-      VM_GUEST_SCRIPT="$USB4DIR/guest-smoke.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} VM_TEST_RUN='^TestVM' \
-      "$VMDIR/run.sh" "${bins[@]}" || rc=1
+    usb4_stock_files "$tree"
+    t0=$SECONDS
+    USB4_TREE=$tree USB4_TBLOOP_SRC=$tbloop \
+      VM_EXTRA_DEBS="ibverbs-utils perftest rdmacm-utils${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+      VM_FILES="$STOCK_FILES" VM_GUEST_SCRIPT="$USB4DIR/guest-smoke.sh" VM_TIMEOUT=${VM_TIMEOUT:-1500} \
+      VM_TEST_RUN='^TestVM' "$VMDIR/run.sh" "${bins[@]}" | tee "$STOCK_OUT.tmp" || rc=1
+    usb4_stock_keep "$tree" "${k#* }" $((SECONDS - t0))
   fi
   # One more boot for ibvinfo and the faults (guest-diag.sh) on USB4_DIAG_TREES.
   if [[ " ${USB4_DIAG_TREES-hellas-main} " == *" $tree "* ]]; then usb4_diag_boot "$tree" "$tbloop" || rc=1; fi
 done
+"$USB4DIR/stock-doc.sh" "$REPO/build/usb4/stock-tools-usb4.md" || rc=1
 return $rc
 }
 
@@ -100,6 +107,37 @@ usb4_diag_boot() {
     VM_GUEST_SCRIPT="$USB4DIR/guest-diag.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} \
     "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.diag.out" | grep -v -E '^[A-Za-z0-9+/=]{60,}$'
   return "${PIPESTATUS[0]}"
+}
+
+# usb4_stock_files TREE: STOCK_FILES, the guest's /opt/usb4verbs: tests/stock/guest.sh
+# (its usb4 mode, which guest-smoke.sh runs after the smoke checks) and its settings;
+# STOCK_OUT, where the run's output is kept for the doc (tests/usb4/stock-doc.sh).
+usb4_stock_files() {
+  local cases=${USB4_STOCK_CASES:-}
+  STOCK_FILES="$REPO/build/usb4/stock/files-$1"
+  STOCK_OUT="$REPO/build/usb4/stock/$1.out"
+  rm -rf "$STOCK_FILES"; mkdir -p "$STOCK_FILES"
+  install -m755 "$REPO/tests/stock/guest.sh" "$STOCK_FILES/guest.sh"
+  {
+    printf 'MODE=usb4\nITERS=%s\nTIMEOUT=%s\nBIG_ITERS=%s\n' "${USB4_STOCK_ITERS:-1000}" \
+      "${USB4_STOCK_TIMEOUT:-60}" "${USB4_STOCK_BIG_ITERS:-100}"
+    printf "CASES='%s'\n" "${cases//\'/}"
+  } > "$STOCK_FILES/stock.conf"
+}
+
+# usb4_stock_keep TREE KPKG WALL_S: the run's output, with the tree's commit (its SNAPSHOT file)
+# and the provider build, replaces build/usb4/stock/TREE.out when the stock cases ran.
+usb4_stock_keep() {
+  local commit=unknown so="$REPO/build/libusb4_rdma.so"
+  [[ -r $USB4_MODULE_SRC/$1/SNAPSHOT ]] && commit=$(awk '{ print $1; exit }' "$USB4_MODULE_SRC/$1/SNAPSHOT")
+  if grep -q "^--- [A-Z]*: usb4/$1/stock/" "$STOCK_OUT.tmp"; then
+    printf '# host: tree=%s commit=%s kpkg=%s boot_s=%s provider=sha256:%s checkout=%s\n' "$1" "$commit" "$2" "$3" \
+      "$(sha256sum "${USB4_PROVIDER_SO:-$so}" | cut -c1-12)" \
+      "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)" >> "$STOCK_OUT.tmp"
+    mv "$STOCK_OUT.tmp" "$STOCK_OUT"
+  else
+    rm -f "$STOCK_OUT.tmp"
+  fi
 }
 
 # usb4_build_only TREE TBLOOP: tbloop, then TREE against tbloop's symbols.

@@ -158,7 +158,15 @@ func (k *fakeKernel) newObj() uint64 {
 	return h
 }
 
+// newFD hands out an fd; like newObj it takes k.mu, since handlers run
+// without it. newFDLocked is for callers that hold it.
 func (k *fakeKernel) newFD(what string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.newFDLocked(what)
+}
+
+func (k *fakeKernel) newFDLocked(what string) int {
 	fd := k.nextFD
 	k.nextFD++
 	k.openFDs[fd] = what
@@ -199,7 +207,7 @@ func (k *fakeKernel) Open(path string, flags int) (int, error) {
 	if flags&unix.O_CLOEXEC == 0 {
 		return -1, unix.EINVAL // every fd of ours must be close-on-exec
 	}
-	return k.newFD(path), nil
+	return k.newFDLocked(path), nil
 }
 
 func (k *fakeKernel) Close(fd int) error {

@@ -223,40 +223,26 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	if (kcmd)
 		pthread_mutex_lock(&cq->poll_mu);
 	pthread_spin_lock(&cq->lock);
-	int n = 0;
-	if (cq->error) {
-		n = cq->error;
-		goto out;
-	}
-	if (!cq->dv_qps) {
-		if (kcmd) {
-			/* The write() runs without the spinlock: other pollers
-			 * wait on poll_mu, and nothing else it guards is used. */
-			pthread_spin_unlock(&cq->lock);
-			n = usb4v_kcmd_poll_cq(cq, ne, wc);
-			pthread_mutex_unlock(&cq->poll_mu);
-			return n;
-		}
-		n = poll_backend(cq, ne, wc);
-		goto out;
-	}
+	int n = cq->error;
 	/* DV QPs feed this CQ: their send completions come from their DV CQs,
 	 * everything else (receives, other QPs) from the backend. */
-	n = usb4v_dv_poll_merge(cq, ne, wc);
-	if (n >= 0 && n < ne) {
-		int m = poll_backend(cq, ne - n, wc + n);
-		if (m < 0) {
-			if (n == 0)
-				n = m;
-			goto out;
-		}
-		n += m;
-	}
-out:
+	if (n == 0 && cq->dv_qps)
+		n = usb4v_dv_poll_merge(cq, ne, wc);
+	int more = n >= 0 && n < ne, m = 0;
+	if (more && !kcmd)
+		m = poll_backend(cq, ne - n, wc + n);
 	pthread_spin_unlock(&cq->lock);
+	/* The POLL_CQ write() runs without the spinlock: other pollers wait
+	 * on poll_mu, and it uses nothing else the spinlock guards. */
+	if (more && kcmd)
+		m = usb4v_kcmd_poll_cq(cq, ne - n, wc + n);
 	if (kcmd)
 		pthread_mutex_unlock(&cq->poll_mu);
-	return n;
+	if (n < 0)
+		return n;
+	if (m < 0)
+		return n ? n : m;
+	return n + m;
 }
 
 int usb4v_req_notify_cq(struct usb4v_cq *cq, int solicited_only)

@@ -220,7 +220,7 @@ int usb4v_kcmd_post_recv(const struct usb4v_sys *sys, int fd, uint32_t command, 
 	return 0;
 }
 
-/* Caller holds cq->poll_mu (and cq->lock when DV QPs merge into the CQ). */
+/* Caller holds cq->poll_mu, not cq->lock (engine.c usb4v_poll_cq). */
 int usb4v_kcmd_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 {
 	if (ne > KCMD_MAX_POLL)

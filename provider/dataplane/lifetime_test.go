@@ -177,6 +177,34 @@ func TestKernelCommandPollersSleep(t *testing.T) {
 	}
 }
 
+// TestKernelCommandPollWithDVQPsFreesTheSpinlock (issue 12 item 9): with DV
+// QPs merging into a kernel-command CQ (pleite-gda's shape), the POLL_CQ
+// write() must not run under the CQ's spinlock either: a DV QP's teardown,
+// which unlinks it under that lock, completes while a poll sits in the kernel.
+func TestKernelCommandPollWithDVQPsFreesTheSpinlock(t *testing.T) {
+	e := newUSB4Env(t, "kcmd+dv", 64)
+	e.d.SetPollDelay(400_000)
+	polled := make(chan error, 1)
+	go func() {
+		var wc [4]WC
+		_, err := e.cqA.Poll(wc[:])
+		polled <- err
+	}()
+	for e.d.PollsEntered() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	e.qpA.Close()
+	e.qpA = nil
+	inKernel := e.d.PollsDone() == 0
+	e.d.SetPollDelay(0)
+	if err := <-polled; err != nil {
+		t.Fatal(err)
+	}
+	if !inKernel {
+		t.Error("the DV QP's teardown waited for a POLL_CQ in the kernel: the write ran under the CQ's spinlock")
+	}
+}
+
 // TestGoPollWaitsForClose (issue 12 item 10): CQ.Close waits for a Poll
 // under way instead of freeing the engine object under it.
 func TestGoPollWaitsForClose(t *testing.T) {

@@ -38,7 +38,7 @@ func newUSB4EnvTB(t testing.TB, mode string, cqe uint32) *usb4Env {
 	// A DV WQE carries one SGE: QPs that ask for more stay on kernel
 	// commands, so the DV env's QPs ask for one.
 	e := &usb4Env{d: usb4double.New(), sendSGE: 4}
-	if mode == "dv" {
+	if mode == "dv" || mode == "kcmd+dv" {
 		e.sendSGE = 1
 	}
 	t.Cleanup(e.close)
@@ -52,6 +52,9 @@ func newUSB4EnvTB(t testing.TB, mode string, cqe uint32) *usb4Env {
 		e.wantCQBackend, e.wantQPBackend = BackendCQRing, BackendKCmd
 	case "dv":
 		e.wantCQBackend, e.wantQPBackend = BackendCQRing, BackendDV
+	case "kcmd+dv": // pleite-gda's shape: no CQ ring offer, DV send queues
+		e.d.SetShmSpoil(usb4double.ShmNoOffer)
+		e.wantCQBackend, e.wantQPBackend = BackendKCmd, BackendDV
 	}
 	e.cqA, e.hcqA = e.newCQ(t, cqe)
 	e.cqB, e.hcqB = e.newCQ(t, cqe)

@@ -43,7 +43,6 @@ type removalWatcher struct {
 	mu      sync.Mutex
 	watched map[*Context]struct{}
 	stop    chan struct{} // closed to stop the goroutine; nil when none runs
-	done    chan struct{} // closed when the goroutine has returned
 }
 
 var defaultWatcher = &removalWatcher{list: rdmanl.Devices, interval: RemovalPollInterval}
@@ -72,8 +71,8 @@ func (w *removalWatcher) add(c *Context) {
 	w.watched[c] = struct{}{}
 	c.watcher = w
 	if w.stop == nil {
-		w.stop, w.done = make(chan struct{}), make(chan struct{})
-		go w.run(w.stop, w.done)
+		w.stop = make(chan struct{})
+		go w.run(w.stop)
 	}
 }
 
@@ -86,12 +85,11 @@ func (w *removalWatcher) remove(c *Context) {
 	delete(w.watched, c)
 	if len(w.watched) == 0 && w.stop != nil {
 		close(w.stop)
-		w.stop, w.done = nil, nil
+		w.stop = nil
 	}
 }
 
-func (w *removalWatcher) run(stop, done chan struct{}) {
-	defer close(done)
+func (w *removalWatcher) run(stop chan struct{}) {
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
 	for {

@@ -181,9 +181,9 @@ func TestRemovalWatcherLifecycle(t *testing.T) {
 	}
 	wg.Wait()
 	w.mu.Lock()
-	done, running := w.done, w.stop != nil
+	running := w.stop != nil
 	w.mu.Unlock()
-	if running || done != nil {
+	if running {
 		t.Fatal("watcher still running after the last Close")
 	}
 	before := lists.Load()

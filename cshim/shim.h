@@ -186,6 +186,20 @@ void usb4_quarantine(void *ibv_ctx, struct usb4_shell *s);
 // Frees a quarantined shell's whole object (objects.c).
 void usb4_shell_free(struct usb4_shell *s);
 
+// A CQ of ours (objects.c): the ibv_cq/ibv_cq_ex pointer libibverbs hands
+// back is a pointer to it. An extended CQ (cqex.c) embeds it first.
+enum { VERBS_CQ_SIZE = 288 }; // struct verbs_cq, a union of ibv_cq and ibv_cq_ex
+struct usb4v_cq;
+struct usb4_cq {
+	unsigned char verbs_cq[VERBS_CQ_SIZE];
+	uintptr_t go;         // 0 once destroyed
+	struct usb4v_cq *eng; // NULL once destroyed: data ops then fail
+	struct usb4_shell shell;
+};
+// Creates the kernel CQ and a zeroed object of size bytes (at least a
+// struct usb4_cq) around it; NULL with errno set on failure.
+struct usb4_cq *usb4_cq_create(void *ibv_ctx, int cqe, void *channel, int comp_vector, size_t size);
+
 // verbs.c: control ops, installed by slot index (enum usb4_op).
 void usb4_install_control_ops(void **ops_buf, size_t nslots);
 
@@ -486,6 +500,8 @@ bool usb4_in_fork_child(const char *verb);
 // Warms the Go runtime for calls from new threads (first context open only).
 void usb4_prewarm_threads(void);
 
+// cqex.c: create_cq_ex and the ibv_cq_ex poll API.
+void usb4_install_cqex_ops(void **ops_buf, size_t nslots);
 // objects.c: CQ, QP, SRQ and AH ops plus the data-path trampolines.
 void usb4_install_object_ops(void **ops_buf, size_t nslots);
 // Overrides for rxe contexts (after usb4_install_object_ops): poll_cq

@@ -210,6 +210,45 @@ static int poll_backend(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	}
 }
 
+/* What a kernel-command start_poll batch left (cqex.c) goes out first. */
+static int stash_take(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
+{
+	int n = 0;
+	while (n < ne && cq->stash_n) {
+		wc[n++] = cq->stash[cq->stash_pos++];
+		cq->stash_n--;
+	}
+	if (!cq->stash_n)
+		cq->stash_pos = 0;
+	return n;
+}
+
+int usb4v_poll_cq_kcmd_held(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
+{
+	int s = stash_take(cq, ne, wc);
+	if (s == ne)
+		return s;
+	ne -= s;
+	wc += s;
+	pthread_spin_lock(&cq->lock);
+	int n = cq->error;
+	/* DV QPs feed this CQ: their send completions come from their DV CQs,
+	 * everything else (receives, other QPs) from the backend. */
+	if (n == 0 && cq->dv_qps)
+		n = usb4v_dv_poll_merge(cq, ne, wc);
+	pthread_spin_unlock(&cq->lock);
+	/* The POLL_CQ write() runs without the spinlock: other pollers wait
+	 * on poll_mu, and it uses nothing else the spinlock guards. */
+	int m = 0;
+	if (n >= 0 && n < ne)
+		m = usb4v_kcmd_poll_cq(cq, ne - n, wc + n);
+	if (n < 0)
+		return s ? s : n;
+	if (m < 0)
+		return s + n ? s + n : m;
+	return s + n + m;
+}
+
 int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 {
 	/* ne <= 0 polls nothing and reports 0, as rxe and mlx5 do: callers
@@ -219,25 +258,20 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	if (!cq || !wc)
 		return -EINVAL;
 	/* The backend is fixed before the CQ is handed out (attach). */
-	int kcmd = cq->backend == USB4V_BACKEND_KCMD;
-	if (kcmd)
+	if (cq->backend == USB4V_BACKEND_KCMD) {
 		pthread_mutex_lock(&cq->poll_mu);
+		int n = usb4v_poll_cq_kcmd_held(cq, ne, wc);
+		pthread_mutex_unlock(&cq->poll_mu);
+		return n;
+	}
 	pthread_spin_lock(&cq->lock);
 	int n = cq->error;
-	/* DV QPs feed this CQ: their send completions come from their DV CQs,
-	 * everything else (receives, other QPs) from the backend. */
 	if (n == 0 && cq->dv_qps)
 		n = usb4v_dv_poll_merge(cq, ne, wc);
-	int more = n >= 0 && n < ne, m = 0;
-	if (more && !kcmd)
+	int m = 0;
+	if (n >= 0 && n < ne)
 		m = poll_backend(cq, ne - n, wc + n);
 	pthread_spin_unlock(&cq->lock);
-	/* The POLL_CQ write() runs without the spinlock: other pollers wait
-	 * on poll_mu, and it uses nothing else the spinlock guards. */
-	if (more && kcmd)
-		m = usb4v_kcmd_poll_cq(cq, ne - n, wc + n);
-	if (kcmd)
-		pthread_mutex_unlock(&cq->poll_mu);
 	if (n < 0)
 		return n;
 	if (m < 0)
@@ -371,6 +405,7 @@ void usb4v_cq_free(struct usb4v_cq *cq)
 	if (cq->shm.hdr)
 		cq->sys->munmap(cq->sys->ctx, cq->shm.hdr, cq->shm.map_len);
 	free(cq->pollbuf);
+	free(cq->stash);
 	pthread_mutex_destroy(&cq->poll_mu);
 	pthread_spin_destroy(&cq->lock);
 	free(cq);

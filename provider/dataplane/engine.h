@@ -256,6 +256,11 @@ struct usb4v_cq {
 	/* kernel-command poll scratch */
 	uint8_t *pollbuf;
 	size_t pollbuf_len;
+	/* Completions a kernel-command ibv_start_poll batch took from the
+	 * kernel and ibv_end_poll left unread (cqex.c): every poller hands
+	 * them out first. Guarded by poll_mu. */
+	struct usb4v_ibv_wc *stash;
+	uint32_t stash_pos, stash_n;
 	char fallback_reason[96];
 };
 
@@ -312,6 +317,41 @@ int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
 			struct usb4v_ibv_recv_wr **bad_wr);
 int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 int usb4v_req_notify_cq(struct usb4v_cq *cq, int solicited_only);
+
+/*
+ * The extended poll API (ibv_start_poll / ibv_next_poll / ibv_end_poll,
+ * cqex.c). A cursor belongs to one ibv_cq_ex; between a start_poll that
+ * returned 0 and the end_poll it holds the CQ as librxe does: the rxe ring
+ * under cq->lock (read in place, consumed as next_poll moves on), kernel
+ * commands under cq->poll_mu (POLL_CQ batches of USB4V_CQ_EX_BATCH, the
+ * rest kept in cq->stash for the next poller of any kind), every other case
+ * (mapped CQ ring, DV merge, a latched error) under the cursor's mutex, one
+ * usb4v_poll_cq at a time. start/next return 0, ENOENT when the CQ is
+ * empty, or the errno poll_cq would return negated (the hold is then
+ * released). end_poll by a thread that holds nothing is a no-op.
+ */
+enum { USB4V_CQ_EX_BATCH = 16 };
+enum {
+	USB4V_CURSOR_IDLE = 0,
+	USB4V_CURSOR_RING = 1,
+	USB4V_CURSOR_KCMD = 2,
+	USB4V_CURSOR_GENERIC = 3,
+};
+struct usb4v_cq_cursor {
+	int mode;              /* USB4V_CURSOR_*, atomic: what the holder took */
+	pthread_t owner;       /* the holder, valid while mode != IDLE */
+	uint32_t cons;         /* RING: ring index of cur, or of the next one */
+	int live;              /* RING: cur still occupies slot cons */
+	pthread_mutex_t mu;    /* GENERIC */
+	struct usb4v_ibv_wc cur; /* the completion the accessors read */
+};
+void usb4v_cq_cursor_init(struct usb4v_cq_cursor *c);
+void usb4v_cq_cursor_destroy(struct usb4v_cq_cursor *c);
+int usb4v_cq_start_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c);
+int usb4v_cq_next_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c);
+void usb4v_cq_end_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c);
+/* poll_cq of a kernel-command CQ with poll_mu already held (engine.c). */
+int usb4v_poll_cq_kcmd_held(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 
 /* ---- object lifecycle (called by the control path) ---- */
 struct usb4v_cq *usb4v_cq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t cqe);

@@ -1,0 +1,684 @@
+// In the VM (cshim/lazyvm.sh): the extended CQ verbs of issue 14 through the
+// stock libibverbs, run once through our provider and once through librxe in
+// the same boot. Two RC QPs on one rxe device, looped back over its RoCE v2
+// GID. Each case prints one canonical outcome line,
+//   outcome PROVIDER CASE: <errnos, completion fields, ...>
+// which the guest script compares between the two runs, and for our
+// provider a verdict against what rdma-core documents,
+//   --- PASS|FAIL: cqex/CASE
+// (qp numbers are printed as S/R, the sending and receiving QP, so the
+// outcomes of both runs compare as text).
+//
+//   cqex DEV GID_INDEX PROVIDER
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <infiniband/verbs.h>
+
+enum { MSG = 512, SLOTS = 64 };
+
+static const char *prov;
+static int judge; // print verdicts (our provider's run)
+static int failures;
+
+struct bed {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	uint8_t *sbuf, *rbuf;
+	union ibv_gid gid;
+	int gid_index;
+};
+
+struct pair {
+	struct ibv_qp *s, *r;
+};
+
+static const char *ename(int e)
+{
+	switch (e) {
+	case 0: return "0";
+	case ENOENT: return "ENOENT";
+	case EINVAL: return "EINVAL";
+	case EOPNOTSUPP: return "EOPNOTSUPP";
+	case ENOMEM: return "ENOMEM";
+	case ENOSYS: return "ENOSYS";
+	case EBADF: return "EBADF";
+	case EIO: return "EIO";
+	case EAGAIN: return "EAGAIN";
+	default: {
+		static char b[16];
+		snprintf(b, sizeof(b), "errno%d", e);
+		return b;
+	}
+	}
+}
+
+// out: the canonical outcome of a case, built up with add().
+static char out[4096];
+static void add(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void add(const char *fmt, ...)
+{
+	size_t n = strlen(out);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(out + n, sizeof(out) - n, fmt, ap);
+	va_end(ap);
+}
+
+static char why[512];
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...)
+{
+	if (why[0])
+		return -1;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static void finish(const char *name)
+{
+	printf("outcome %s %s: %s\n", prov, name, out);
+	if (judge) {
+		printf("--- %s: cqex/%s\n", why[0] ? "FAIL" : "PASS", name);
+		if (why[0]) {
+			printf("    %s\n", why);
+			failures++;
+		}
+	}
+	fflush(stdout);
+	out[0] = why[0] = 0;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int modify(struct ibv_qp *qp, uint32_t dest, struct bed *b)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+				.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
+	int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	if (rc)
+		return rc;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.grh.dgid = b->gid;
+	a.ah_attr.grh.sgid_index = (uint8_t)b->gid_index;
+	a.ah_attr.grh.hop_limit = 64;
+	rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (rc)
+		return rc;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+// pair_new: sender S on scq, receiver R on rcq, connected to each other.
+static int pair_new(struct bed *b, struct ibv_cq *scq, struct ibv_cq *rcq, struct pair *p)
+{
+	struct ibv_qp_init_attr ia = {.send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 32, .max_recv_wr = 32, .max_send_sge = 1, .max_recv_sge = 1}};
+	p->s = ibv_create_qp(b->pd, &ia);
+	p->r = ibv_create_qp(b->pd, &ia);
+	if (!p->s || !p->r)
+		return bad("create_qp: %s", ename(errno));
+	int rc = modify(p->s, p->r->qp_num, b);
+	if (!rc)
+		rc = modify(p->r, p->s->qp_num, b);
+	if (rc)
+		return bad("connect: %s", ename(rc));
+	return 0;
+}
+
+static void pair_free(struct pair *p)
+{
+	if (p->s)
+		ibv_destroy_qp(p->s);
+	if (p->r)
+		ibv_destroy_qp(p->r);
+	p->s = p->r = NULL;
+}
+
+static int post_recv(struct bed *b, struct ibv_qp *qp, uint64_t wr_id, int slot)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)(b->rbuf + (size_t)slot * MSG), .length = MSG, .lkey = b->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *badwr = NULL;
+	int rc = ibv_post_recv(qp, &wr, &badwr);
+	return rc ? bad("post_recv: %s", ename(rc)) : 0;
+}
+
+// post: one signaled WR of len bytes from send slot slot, pattern-filled;
+// RDMA writes go to receive slot slot.
+static int post(struct bed *b, struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, int slot, uint32_t len,
+		uint32_t imm)
+{
+	uint8_t *m = b->sbuf + (size_t)slot * MSG;
+	for (uint32_t j = 0; j < len; j++)
+		m[j] = (uint8_t)(wr_id * 7 + j * 13 + 1);
+	struct ibv_sge sge = {.addr = (uintptr_t)m, .length = len, .lkey = b->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+				 .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(imm)}, *badwr = NULL;
+	wr.wr.rdma.remote_addr = (uintptr_t)(b->rbuf + (size_t)slot * MSG);
+	wr.wr.rdma.rkey = b->mr->rkey;
+	int rc = ibv_post_send(qp, &wr, &badwr);
+	return rc ? bad("post_send %llu: %s", (unsigned long long)wr_id, ename(rc)) : 0;
+}
+
+// A completion as read through the ex accessors (or ibv_poll_cq).
+struct rec {
+	uint64_t wr_id;
+	int status, opcode;
+	uint32_t vendor_err, byte_len, imm, qp_num, src_qp, wc_flags, slid, sl, dlid_path_bits;
+};
+
+static void read_ex(struct ibv_cq_ex *cq, uint64_t flags, struct rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->wr_id = cq->wr_id;
+	r->status = cq->status;
+	r->opcode = ibv_wc_read_opcode(cq);
+	r->vendor_err = ibv_wc_read_vendor_err(cq);
+	r->wc_flags = ibv_wc_read_wc_flags(cq);
+	if (flags & IBV_WC_EX_WITH_BYTE_LEN)
+		r->byte_len = ibv_wc_read_byte_len(cq);
+	if (flags & IBV_WC_EX_WITH_IMM)
+		r->imm = ntohl(ibv_wc_read_imm_data(cq));
+	if (flags & IBV_WC_EX_WITH_QP_NUM)
+		r->qp_num = ibv_wc_read_qp_num(cq);
+	if (flags & IBV_WC_EX_WITH_SRC_QP)
+		r->src_qp = ibv_wc_read_src_qp(cq);
+	if (flags & IBV_WC_EX_WITH_SLID)
+		r->slid = ibv_wc_read_slid(cq);
+	if (flags & IBV_WC_EX_WITH_SL)
+		r->sl = ibv_wc_read_sl(cq);
+	if (flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		r->dlid_path_bits = ibv_wc_read_dlid_path_bits(cq);
+}
+
+static const char *qpname(const struct pair *p, uint32_t n)
+{
+	static char b[4][16];
+	static int i;
+	if (p->s && n == p->s->qp_num)
+		return "S";
+	if (p->r && n == p->r->qp_num)
+		return "R";
+	i = (i + 1) & 3;
+	snprintf(b[i], sizeof(b[i]), "%u", n);
+	return b[i];
+}
+
+static void add_rec(const struct pair *p, const struct rec *r)
+{
+	add("{wr_id=%llu status=%s opcode=%d vendor_err=%u byte_len=%u imm=0x%x qp_num=%s src_qp=%s wc_flags=0x%x slid=%u "
+	    "sl=%u dlid_path_bits=%u} ",
+	    (unsigned long long)r->wr_id, ibv_wc_status_str(r->status), r->opcode, r->vendor_err, r->byte_len, r->imm,
+	    qpname(p, r->qp_num), qpname(p, r->src_qp), r->wc_flags, r->slid, r->sl, r->dlid_path_bits);
+}
+
+// poll_ex: n completions through start/next/end_poll within 10 s.
+static int poll_ex(struct ibv_cq_ex *cq, uint64_t flags, int n, struct rec *r)
+{
+	int got = 0;
+	double deadline = now() + 10;
+	while (got < n) {
+		int rc = ibv_start_poll(cq, &(struct ibv_poll_cq_attr){0});
+		if (rc == ENOENT) {
+			if (now() > deadline)
+				return bad("%d of %d completions after 10 s", got, n);
+			continue;
+		}
+		if (rc)
+			return bad("start_poll: %s", ename(rc));
+		do
+			read_ex(cq, flags, &r[got++]);
+		while (got < n && (rc = ibv_next_poll(cq)) == 0);
+		ibv_end_poll(cq);
+		if (rc && rc != ENOENT)
+			return bad("next_poll: %s", ename(rc));
+	}
+	return 0;
+}
+
+static struct ibv_cq_ex *cq_ex(struct bed *b, int cqe, uint64_t flags, struct ibv_comp_channel *ch, void *cqctx)
+{
+	struct ibv_cq_init_attr_ex a = {.cqe = (uint32_t)cqe, .wc_flags = flags, .channel = ch, .cq_context = cqctx};
+	errno = 0;
+	return ibv_create_cq_ex(b->ctx, &a);
+}
+
+static void check_bytes(struct bed *b, int slot, uint64_t wr_id, uint32_t len)
+{
+	const uint8_t *m = b->rbuf + (size_t)slot * MSG;
+	for (uint32_t j = 0; j < len; j++)
+		if (m[j] != (uint8_t)(wr_id * 7 + j * 13 + 1)) {
+			bad("wr_id %llu: byte %u is 0x%02x", (unsigned long long)wr_id, j, m[j]);
+			return;
+		}
+}
+
+#define ALL_FLAGS                                                                                              \
+	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |        \
+	 IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS)
+
+// Every completion field of sends, receives, write-with-imm and writes.
+static void case_fields(struct bed *b)
+{
+	struct ibv_cq_ex *scq = cq_ex(b, 32, ALL_FLAGS, NULL, NULL), *rcq = cq_ex(b, 32, ALL_FLAGS, NULL, NULL);
+	struct pair p = {0};
+	struct rec s[4], r[3];
+	if (!scq || !rcq) {
+		bad("create_cq_ex: %s", ename(errno));
+		goto out;
+	}
+	if (pair_new(b, ibv_cq_ex_to_cq(scq), ibv_cq_ex_to_cq(rcq), &p))
+		goto out;
+	for (int i = 0; i < 3; i++)
+		if (post_recv(b, p.r, 100 + (uint64_t)i, i))
+			goto out;
+	if (post(b, p.s, IBV_WR_SEND, 1, 0, 256, 0) || post(b, p.s, IBV_WR_SEND_WITH_IMM, 2, 1, 300, 0x11223344) ||
+	    post(b, p.s, IBV_WR_RDMA_WRITE_WITH_IMM, 3, 5, 128, 0x55667788) || post(b, p.s, IBV_WR_RDMA_WRITE, 4, 6, 64, 0))
+		goto out;
+	if (poll_ex(scq, ALL_FLAGS, 4, s) || poll_ex(rcq, ALL_FLAGS, 3, r))
+		goto out;
+	add("send: ");
+	for (int i = 0; i < 4; i++)
+		add_rec(&p, &s[i]);
+	add("recv: ");
+	for (int i = 0; i < 3; i++)
+		add_rec(&p, &r[i]);
+	static const int sop[4] = {IBV_WC_SEND, IBV_WC_SEND, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE};
+	for (int i = 0; i < 4; i++)
+		if (s[i].wr_id != (uint64_t)i + 1 || s[i].status != IBV_WC_SUCCESS || s[i].opcode != sop[i] ||
+		    s[i].qp_num != p.s->qp_num || s[i].vendor_err)
+			bad("send completion %d: wr_id %llu status %d opcode %d qp_num %u", i, (unsigned long long)s[i].wr_id,
+			    s[i].status, s[i].opcode, s[i].qp_num);
+	static const int rop[3] = {IBV_WC_RECV, IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM};
+	static const uint32_t rlen[3] = {256, 300, 128}, rimm[3] = {0, 0x11223344, 0x55667788};
+	for (int i = 0; i < 3; i++) {
+		if (r[i].wr_id != 100 + (uint64_t)i || r[i].status != IBV_WC_SUCCESS || r[i].opcode != rop[i] ||
+		    r[i].byte_len != rlen[i] || r[i].qp_num != p.r->qp_num || r[i].src_qp != p.s->qp_num ||
+		    !!(r[i].wc_flags & IBV_WC_WITH_IMM) != (i > 0) || (i > 0 && r[i].imm != rimm[i]) || r[i].vendor_err)
+			bad("receive completion %d: wr_id %llu status %d opcode %d byte_len %u qp_num %u src_qp %u "
+			    "wc_flags 0x%x imm 0x%x", i, (unsigned long long)r[i].wr_id, r[i].status, r[i].opcode,
+			    r[i].byte_len, r[i].qp_num, r[i].src_qp, r[i].wc_flags, r[i].imm);
+	}
+	check_bytes(b, 0, 1, 256);
+	check_bytes(b, 1, 2, 300);
+	check_bytes(b, 5, 3, 128);
+	check_bytes(b, 6, 4, 64);
+out:
+	pair_free(&p);
+	if (scq)
+		add("destroy=%s ", ename(ibv_destroy_cq(ibv_cq_ex_to_cq(scq))));
+	if (rcq)
+		ibv_destroy_cq(ibv_cq_ex_to_cq(rcq));
+	finish("fields");
+}
+
+// Which accessors a CQ created with exactly one wc_flag has.
+static void case_accessors(struct bed *b)
+{
+	for (int bit = -1; bit < 7; bit++) {
+		uint64_t f = bit < 0 ? 0 : 1ull << bit;
+		struct ibv_cq_ex *cq = cq_ex(b, 4, f, NULL, NULL);
+		if (!cq) {
+			add("0x%llx:%s ", (unsigned long long)f, ename(errno));
+			bad("wc_flags 0x%llx: %s", (unsigned long long)f, ename(errno));
+			continue;
+		}
+		void *acc[7] = {(void *)cq->read_byte_len, (void *)cq->read_imm_data, (void *)cq->read_qp_num,
+				(void *)cq->read_src_qp, (void *)cq->read_slid, (void *)cq->read_sl,
+				(void *)cq->read_dlid_path_bits};
+		add("0x%llx:", (unsigned long long)f);
+		for (int i = 0; i < 7; i++) {
+			add("%c", acc[i] ? '1' : '0');
+			if (!!acc[i] != (i == bit))
+				bad("wc_flags 0x%llx: accessor %d %s", (unsigned long long)f, i, acc[i] ? "set" : "missing");
+		}
+		if (!cq->start_poll || !cq->next_poll || !cq->end_poll || !cq->read_opcode || !cq->read_vendor_err ||
+		    !cq->read_wc_flags)
+			bad("wc_flags 0x%llx: a mandatory function is missing", (unsigned long long)f);
+		add(" ");
+		ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	}
+	finish("accessors");
+}
+
+static void case_unsupported(struct bed *b)
+{
+	for (int bit = 7; bit <= 12; bit++) {
+		struct ibv_cq_ex *cq = cq_ex(b, 4, 1ull << bit, NULL, NULL);
+		int e = errno;
+		add("bit%d=%s ", bit, cq ? "created" : ename(e));
+		if (cq) {
+			bad("wc_flags bit %d accepted", bit);
+			ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+		} else if (e != EOPNOTSUPP)
+			bad("wc_flags bit %d: %s, want EOPNOTSUPP", bit, ename(e));
+	}
+	finish("unsupported_wc_flags");
+}
+
+static void case_comp_mask(struct bed *b)
+{
+	struct {
+		const char *name;
+		uint32_t comp_mask, flags;
+		int want; // 0 = created
+	} t[] = {
+		{"flags_ignore_overrun", IBV_CQ_INIT_ATTR_MASK_FLAGS, IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN, EOPNOTSUPP},
+		{"flags_single_threaded", IBV_CQ_INIT_ATTR_MASK_FLAGS, IBV_CREATE_CQ_ATTR_SINGLE_THREADED, 0},
+		{"pd", IBV_CQ_INIT_ATTR_MASK_PD, 0, 0},
+		{"mask_bit2", 1u << 2, 0, EOPNOTSUPP},
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct ibv_cq_init_attr_ex a = {.cqe = 4, .wc_flags = IBV_WC_STANDARD_FLAGS, .comp_mask = t[i].comp_mask,
+						.flags = t[i].flags, .parent_domain = b->pd};
+		errno = 0;
+		struct ibv_cq_ex *cq = ibv_create_cq_ex(b->ctx, &a);
+		int e = cq ? 0 : errno;
+		add("%s=%s ", t[i].name, cq ? "created" : ename(e));
+		if (e != t[i].want)
+			bad("%s: %s, want %s", t[i].name, cq ? "created" : ename(e), ename(t[i].want));
+		if (cq)
+			ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	}
+	finish("comp_mask");
+}
+
+static void case_empty(struct bed *b)
+{
+	struct ibv_cq_ex *cq = cq_ex(b, 4, 0, NULL, NULL);
+	if (!cq) {
+		bad("create_cq_ex: %s", ename(errno));
+		finish("start_poll_empty");
+		return;
+	}
+	int r1 = ibv_start_poll(cq, &(struct ibv_poll_cq_attr){0});
+	int e1 = errno;
+	int r2 = ibv_start_poll(cq, &(struct ibv_poll_cq_attr){0});
+	struct ibv_wc wc;
+	int n = ibv_poll_cq(ibv_cq_ex_to_cq(cq), 1, &wc);
+	add("start_poll=%s errno=%s again=%s poll_cq=%d", ename(r1), ename(e1), ename(r2), n);
+	if (r1 != ENOENT || e1 != ENOENT || r2 != ENOENT || n != 0)
+		bad("%s", out);
+	ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	finish("start_poll_empty");
+}
+
+// The sequence start, next, end, start, next(ENOENT), end, start(ENOENT)
+// over 3 completions, then ibv_poll_cq on the same CQ for the rest.
+static void case_sequence(struct bed *b, int mixed)
+{
+	const char *name = mixed ? "mixed_with_poll_cq" : "next_poll_end_poll";
+	struct ibv_cq_ex *scq = cq_ex(b, 32, ALL_FLAGS, NULL, NULL);
+	struct ibv_cq *rcq = ibv_create_cq(b->ctx, 32, NULL, NULL, 0);
+	struct pair p = {0};
+	struct ibv_wc wc[8];
+	if (!scq || !rcq) {
+		bad("create: %s", ename(errno));
+		goto out;
+	}
+	if (pair_new(b, ibv_cq_ex_to_cq(scq), rcq, &p))
+		goto out;
+	for (int i = 0; i < 4; i++)
+		if (post_recv(b, p.r, 100 + (uint64_t)i, i) || post(b, p.s, IBV_WR_SEND, 1 + (uint64_t)i, i, 32, 0))
+			goto out;
+	int got = 0;
+	double deadline = now() + 10;
+	while (got < 4 && now() < deadline) {
+		int k = ibv_poll_cq(rcq, 4 - got, wc);
+		got += k > 0 ? k : 0;
+	}
+	if (got != 4) {
+		bad("%d of 4 receives", got);
+		goto out;
+	}
+	// The receiver has all 4: the acks, and so the 4 send completions,
+	// follow within a moment.
+	struct timespec ts = {0, 200 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	struct ibv_poll_cq_attr pa = {0};
+	int rc = ibv_start_poll(scq, &pa);
+	add("start=%s:%llu ", ename(rc), rc ? 0ull : (unsigned long long)scq->wr_id);
+	if (mixed) {
+		ibv_end_poll(scq);
+		int n = ibv_poll_cq(ibv_cq_ex_to_cq(scq), 8, wc);
+		add("poll_cq=%d:", n);
+		for (int i = 0; i < n; i++)
+			add("%llu/%s,", (unsigned long long)wc[i].wr_id, ibv_wc_status_str(wc[i].status));
+		rc = ibv_start_poll(scq, &pa);
+		add(" start=%s", ename(rc));
+		if (!rc)
+			ibv_end_poll(scq);
+		if (n != 3 || wc[0].wr_id != 2 || wc[1].wr_id != 3 || wc[2].wr_id != 4 || rc != ENOENT)
+			bad("%s", out);
+		goto out;
+	}
+	int rc2 = rc ? rc : ibv_next_poll(scq);
+	add("next=%s:%llu ", ename(rc2), rc2 ? 0ull : (unsigned long long)scq->wr_id);
+	if (!rc)
+		ibv_end_poll(scq);
+	int rc3 = ibv_start_poll(scq, &pa);
+	add("start=%s:%llu ", ename(rc3), rc3 ? 0ull : (unsigned long long)scq->wr_id);
+	int rc4 = rc3 ? rc3 : ibv_next_poll(scq);
+	add("next=%s:%llu ", ename(rc4), rc4 ? 0ull : (unsigned long long)scq->wr_id);
+	int rc5 = rc4 ? rc4 : ibv_next_poll(scq);
+	add("next=%s ", ename(rc5));
+	if (!rc3)
+		ibv_end_poll(scq);
+	int rc6 = ibv_start_poll(scq, &pa);
+	add("start=%s", ename(rc6));
+	if (!rc6)
+		ibv_end_poll(scq);
+	if (strcmp(out, "start=0:1 next=0:2 start=0:3 next=0:4 next=ENOENT start=ENOENT") != 0)
+		bad("sequence %s", out);
+out:
+	pair_free(&p);
+	if (scq)
+		ibv_destroy_cq(ibv_cq_ex_to_cq(scq));
+	if (rcq)
+		ibv_destroy_cq(rcq);
+	finish(name);
+}
+
+// A CQ ex bound to a completion channel: armed, an event on the channel
+// naming it and its cq_context, then polled through start_poll.
+static void case_channel(struct bed *b)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(b->ctx);
+	struct ibv_cq_ex *rcq = ch ? cq_ex(b, 8, ALL_FLAGS, ch, (void *)0xfeed) : NULL;
+	struct ibv_cq *scq = ibv_create_cq(b->ctx, 8, NULL, NULL, 0);
+	struct pair p = {0};
+	if (!ch || !rcq || !scq) {
+		bad("create: %s", ename(errno));
+		goto out;
+	}
+	if (pair_new(b, scq, ibv_cq_ex_to_cq(rcq), &p))
+		goto out;
+	int rc = ibv_req_notify_cq(ibv_cq_ex_to_cq(rcq), 0);
+	add("req_notify=%s ", ename(rc));
+	if (post_recv(b, p.r, 7, 0) || post(b, p.s, IBV_WR_SEND, 8, 0, 64, 0))
+		goto out;
+	struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
+	int pr = poll(&pfd, 1, 10000);
+	struct ibv_cq *ev_cq = NULL;
+	void *ev_ctx = NULL;
+	int gr = pr == 1 ? ibv_get_cq_event(ch, &ev_cq, &ev_ctx) : -1;
+	add("event=%s cq=%s cq_context=%s ", gr == 0 ? "yes" : "no", ev_cq == ibv_cq_ex_to_cq(rcq) ? "ours" : "other",
+	    ev_ctx == (void *)0xfeed ? "0xfeed" : "other");
+	if (gr == 0)
+		ibv_ack_cq_events(ev_cq, 1);
+	struct rec r;
+	if (!poll_ex(rcq, ALL_FLAGS, 1, &r))
+		add_rec(&p, &r);
+	if (gr != 0 || ev_cq != ibv_cq_ex_to_cq(rcq) || ev_ctx != (void *)0xfeed || r.wr_id != 7 ||
+	    r.status != IBV_WC_SUCCESS || r.byte_len != 64)
+		bad("%s", out);
+	check_bytes(b, 0, 8, 64);
+out:
+	pair_free(&p);
+	if (rcq)
+		add("destroy_cq=%s ", ename(ibv_destroy_cq(ibv_cq_ex_to_cq(rcq))));
+	if (scq)
+		ibv_destroy_cq(scq);
+	if (ch)
+		add("destroy_channel=%s", ename(ibv_destroy_comp_channel(ch)));
+	finish("channel");
+}
+
+// resize_cq with completions outstanding: grow (the ring moves; every
+// completion still polls, in order) and shrink below the outstanding count.
+static void case_resize(struct bed *b, int shrink)
+{
+	const char *name = shrink ? "resize_below_outstanding" : "resize_grow";
+	struct ibv_cq_ex *scq = cq_ex(b, 16, ALL_FLAGS, NULL, NULL);
+	struct ibv_cq *rcq = ibv_create_cq(b->ctx, 32, NULL, NULL, 0);
+	struct pair p = {0};
+	struct ibv_wc wc[16];
+	if (!scq || !rcq) {
+		bad("create: %s", ename(errno));
+		goto out;
+	}
+	if (pair_new(b, ibv_cq_ex_to_cq(scq), rcq, &p))
+		goto out;
+	for (int i = 0; i < 10; i++)
+		if (post_recv(b, p.r, 100 + (uint64_t)i, i) || post(b, p.s, IBV_WR_SEND, 1 + (uint64_t)i, i, 16, 0))
+			goto out;
+	int got = 0;
+	double deadline = now() + 10;
+	while (got < 10 && now() < deadline) {
+		int k = ibv_poll_cq(rcq, 10 - got, wc);
+		got += k > 0 ? k : 0;
+	}
+	struct timespec ts = {0, 200 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	int before = ibv_cq_ex_to_cq(scq)->cqe;
+	int rc = ibv_resize_cq(ibv_cq_ex_to_cq(scq), shrink ? 4 : 100);
+	int after = ibv_cq_ex_to_cq(scq)->cqe;
+	add("resize=%s cqe_grew=%s ", ename(rc), after > before ? "yes" : "no");
+	int total = 10;
+	if (!shrink && !rc) {
+		for (int i = 10; i < 14; i++)
+			if (post_recv(b, p.r, 100 + (uint64_t)i, i) || post(b, p.s, IBV_WR_SEND, 1 + (uint64_t)i, i, 16, 0))
+				goto out;
+		total = 14;
+	}
+	struct rec r[16];
+	if (poll_ex(scq, ALL_FLAGS, total, r))
+		goto out;
+	add("polled:");
+	for (int i = 0; i < total; i++) {
+		add("%llu/%s,", (unsigned long long)r[i].wr_id, ibv_wc_status_str(r[i].status));
+		if (r[i].wr_id != (uint64_t)i + 1 || r[i].status != IBV_WC_SUCCESS)
+			bad("completion %d: wr_id %llu status %d", i, (unsigned long long)r[i].wr_id, r[i].status);
+	}
+	int e = ibv_start_poll(scq, &(struct ibv_poll_cq_attr){0});
+	add(" then=%s", ename(e));
+	if (!e)
+		ibv_end_poll(scq);
+	if (shrink ? rc != EINVAL : (rc != 0 || after < 100))
+		bad("resize to %d: %s, cqe %d -> %d", shrink ? 4 : 100, ename(rc), before, after);
+out:
+	pair_free(&p);
+	if (scq)
+		ibv_destroy_cq(ibv_cq_ex_to_cq(scq));
+	if (rcq)
+		ibv_destroy_cq(rcq);
+	finish(name);
+}
+
+// end_poll without a start_poll: must not crash, and the CQ stays usable
+// and empty. (librxe advances its consumer index here; see docs.)
+static void case_end_without_start(struct bed *b)
+{
+	struct ibv_cq_ex *cq = cq_ex(b, 4, 0, NULL, NULL);
+	if (!cq) {
+		bad("create_cq_ex: %s", ename(errno));
+		finish("end_poll_without_start");
+		return;
+	}
+	ibv_end_poll(cq);
+	int rc = ibv_start_poll(cq, &(struct ibv_poll_cq_attr){0});
+	add("survived start_poll=%s", ename(rc));
+	if (!rc) {
+		add(":wr_id=%llu", (unsigned long long)cq->wr_id);
+		ibv_end_poll(cq);
+	}
+	if (rc != ENOENT)
+		bad("%s", out);
+	ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	finish("end_poll_without_start");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "usage: %s DEV GID_INDEX PROVIDER\n", argv[0]);
+		return 2;
+	}
+	prov = argv[3];
+	judge = strcmp(prov, "ours") == 0;
+	struct bed b = {.gid_index = atoi(argv[2])};
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n), *d = NULL;
+	for (int i = 0; list && i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), argv[1]))
+			d = list[i];
+	b.ctx = d ? ibv_open_device(d) : NULL;
+	size_t len = 2 * (size_t)SLOTS * MSG;
+	uint8_t *buf = calloc(1, len);
+	b.pd = b.ctx ? ibv_alloc_pd(b.ctx) : NULL;
+	b.mr = b.pd ? ibv_reg_mr(b.pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) : NULL;
+	if (!b.mr || ibv_query_gid(b.ctx, 1, b.gid_index, &b.gid)) {
+		printf("--- FAIL: cqex/setup\n    device %s: %s\n", argv[1], ename(errno));
+		return 1;
+	}
+	b.sbuf = buf;
+	b.rbuf = buf + (size_t)SLOTS * MSG;
+	case_fields(&b);
+	case_accessors(&b);
+	case_unsupported(&b);
+	case_comp_mask(&b);
+	case_empty(&b);
+	case_sequence(&b, 0);
+	case_sequence(&b, 1);
+	case_channel(&b);
+	case_resize(&b, 0);
+	case_resize(&b, 1);
+	case_end_without_start(&b); // last: librxe's CQ state afterwards is not to be trusted
+	ibv_dereg_mr(b.mr);
+	ibv_dealloc_pd(b.pd);
+	ibv_close_device(b.ctx);
+	ibv_free_device_list(list);
+	free(buf);
+	return failures ? 1 : 0;
+}

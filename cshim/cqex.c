@@ -209,7 +209,24 @@ static void *usb4_create_cq_ex(void *ibv_ctx, struct usb4_ibv_cq_init_attr_ex *a
 	return cq;
 }
 
+// resize_cq of any CQ of ours, ex or not (ibv_resize_cq returns what we
+// return, as librxe's rxe_resize_cq: 0 or the kernel's errno).
+static int usb4_resize_cq(void *ibv_cq, int cqe)
+{
+	struct usb4_cq *cq = ibv_cq;
+	if (cqe <= 0)
+		return usb4_errno(EINVAL);
+	if (usb4_in_fork_child("resize_cq"))
+		return usb4_errno(ENOSYS);
+	uint32_t granted = 0;
+	int err = usb4_go()->ResizeCQ(cq->go, cqe, &granted);
+	if (granted) // the kernel's size, even if our remap failed
+		memcpy(cq->verbs_cq + 28, &granted, sizeof(granted)); // ibv_cq.cqe
+	return usb4_errno(err);
+}
+
 void usb4_install_cqex_ops(void **buf, size_t n)
 {
 	usb4_set_slot(buf, n, USB4_OP_create_cq_ex, (void *)usb4_create_cq_ex);
+	usb4_set_slot(buf, n, USB4_OP_resize_cq, (void *)usb4_resize_cq);
 }

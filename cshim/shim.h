@@ -404,7 +404,7 @@ struct usb4_open_info {
 // Bump USB4_GO_API_VERSION whenever an entry below or a struct it takes
 // changes: a front and a Go part from different builds then refuse each
 // other (usb4goStart) instead of misreading arguments.
-#define USB4_GO_API_VERSION 1
+#define USB4_GO_API_VERSION 2
 // What the Go part takes over from the front at start (settings.c).
 struct usb4_go_config {
 	bool force_kernel_commands;
@@ -426,6 +426,8 @@ int usb4goDeregMR(uintptr_t mr);
 int usb4goCreateCQ(uintptr_t ctx, int cqe, int channel_fd, int comp_vector, uint64_t user_handle,
 		   struct usb4_obj_info *out);
 int usb4goDestroyCQ(uintptr_t cq, struct usb4_event_counts *ev);
+// On success *granted is the kernel's new size (also when remapping failed).
+int usb4goResizeCQ(uintptr_t cq, int cqe, uint32_t *granted);
 int usb4goCreateQP(uintptr_t pd, struct usb4_qp_req *req, struct usb4_obj_info *out);
 int usb4goModifyQP(uintptr_t qp, struct usb4_ibv_qp_attr *attr, int mask);
 int usb4goQueryQP(uintptr_t qp, int mask, struct usb4_ibv_qp_attr *attr, struct usb4_ibv_qp_cap *init_cap,
@@ -453,6 +455,7 @@ void usb4goWarm(void);
 	X(DeregMR, usb4goDeregMR)                                                                            \
 	X(CreateCQ, usb4goCreateCQ)                                                                          \
 	X(DestroyCQ, usb4goDestroyCQ)                                                                        \
+	X(ResizeCQ, usb4goResizeCQ)                                                                          \
 	X(CreateQP, usb4goCreateQP)                                                                          \
 	X(ModifyQP, usb4goModifyQP)                                                                          \
 	X(QueryQP, usb4goQueryQP)                                                                            \

@@ -229,6 +229,12 @@ int usb4goDestroyCQ(uintptr_t cq, struct usb4_event_counts *ev)
 	return stub_destroy(cq, ev, true);
 }
 
+int usb4goResizeCQ(uintptr_t cq, int cqe, uint32_t *granted)
+{
+	(void)cq, (void)cqe, (void)granted;
+	return EOPNOTSUPP;
+}
+
 int usb4goCreateQP(uintptr_t pd, struct usb4_qp_req *req, struct usb4_obj_info *out)
 {
 	(void)pd;

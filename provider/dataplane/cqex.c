@@ -185,3 +185,34 @@ void usb4v_cq_end_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c)
 		ring_consume(cq, c);
 	release(cq, c, mode);
 }
+
+/* ---- resize_cq ---- */
+
+void usb4v_cq_resize_begin(struct usb4v_cq *cq)
+{
+	if (cq->backend == USB4V_BACKEND_RXE)
+		pthread_spin_lock(&cq->lock);
+}
+
+int usb4v_cq_resize_end(struct usb4v_cq *cq, int remap, uint64_t offset, size_t size)
+{
+	if (cq->backend != USB4V_BACKEND_RXE)
+		return 0;
+	int rc = 0;
+	if (remap) {
+		struct usb4v_rxe_ring fresh = {0};
+		rc = usb4v_rxe_ring_setup(cq->sys, cq->cmd_fd, &fresh, NULL, offset, size,
+					  sizeof(struct usb4v_ib_uverbs_wc));
+		if (rc == 0) {
+			usb4v_rxe_ring_release(cq->sys, &cq->rxe);
+			cq->rxe = fresh;
+		} else {
+			/* The kernel polls nothing from the old ring any more:
+			 * fail every poll rather than read a stale one. */
+			cq->error = rc;
+			__atomic_store_n(&cq->slow, cq->slow | USB4V_CQ_SLOW_ERROR, __ATOMIC_RELAXED);
+		}
+	}
+	pthread_spin_unlock(&cq->lock);
+	return rc;
+}

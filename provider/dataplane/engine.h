@@ -362,6 +362,16 @@ int usb4v_cq_attach_rxe(struct usb4v_cq *cq, void *addr, uint64_t offset, size_t
  * in cq->fallback_reason. Returns 1 when the ring is in use. */
 int usb4v_cq_try_shm(struct usb4v_cq *cq, const struct usb4v_tbv_uresp_create_cq *tail,
 		     uint32_t requested_cqe);
+/* Resizing an rxe CQ (resize_cq): the kernel copies the outstanding
+ * completions into a new ring during RESIZE_CQ, from the consumer index we
+ * published, so pollers are held off (cq->lock, as librxe holds its CQ
+ * lock) from before the command (begin) until the engine is on the new
+ * ring (end with remap set and the ring's mmap offset and size as the
+ * kernel wrote them back; remap 0 when the command failed). end returns 0
+ * or a negative errno; after a failed remap every poll returns that errno.
+ * Other backends only bracket the command. */
+void usb4v_cq_resize_begin(struct usb4v_cq *cq);
+int usb4v_cq_resize_end(struct usb4v_cq *cq, int remap, uint64_t offset, size_t size);
 void usb4v_cq_free(struct usb4v_cq *cq);
 
 struct usb4v_srq *usb4v_srq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t max_sge);
@@ -409,6 +419,11 @@ void usb4v_srq_mark_gone(struct usb4v_srq *srq);
 const char *usb4v_backend_name(int backend);
 
 /* ---- helpers shared by backends (engine.c) ---- */
+/* Maps (addr NULL) or adopts a kernel rxe ring and validates its header
+ * against the element size; 0 or -errno. release unmaps what setup mapped. */
+int usb4v_rxe_ring_setup(const struct usb4v_sys *sys, int fd, struct usb4v_rxe_ring *r, void *addr,
+			 uint64_t offset, size_t size, size_t min_elem);
+void usb4v_rxe_ring_release(const struct usb4v_sys *sys, struct usb4v_rxe_ring *r);
 void usb4v_uwc_to_ibv(const struct usb4v_ib_uverbs_wc *in, struct usb4v_ibv_wc *out);
 /* The same, for the rxe fast path to inline. */
 static inline void usb4v_uwc_to_ibv_inline(const struct usb4v_ib_uverbs_wc *in, struct usb4v_ibv_wc *out)

@@ -5,7 +5,7 @@
 BEGIN {
   known["end_poll_without_start"] = "librxe advances its consumer index on an end_poll without start_poll, so its CQ is no longer empty"
   known["comp_mask_unknown_bit"] = "librxe returns NULL without setting errno: rxe_create_cq_ex drops the EOPNOTSUPP of ibv_cmd_create_cq_ex"
-  known["next_poll_end_poll"] = "after next_poll's ENOENT and end_poll, librxe's next start_poll returns 0 though all 4 completions were read"
+  known["next_poll_end_poll"] = "after next_poll's ENOENT and end_poll, librxe's next start_poll returns 0 with a phantom completion (wr_id 0) though all 4 were read"
 }
 /^outcome / {
   prov = $2; name = $3; sub(/:$/, "", name)

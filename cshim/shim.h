@@ -248,11 +248,40 @@ struct usb4_device_attr {
 	uint8_t phys_port_cnt;
 };
 
-// Members of struct ibv_device_attr_ex past orig_attr that we fill.
+// Members of struct ibv_device_attr_ex past orig_attr (rdma-core:libibverbs/
+// verbs.h; offsets of v44, unchanged since v35 added phys_port_cnt_ex), and
+// the end of each group libibverbs' ibv_cmd_query_device_any copies whole.
 enum {
 	DEVICE_ATTR_EX_COMP_MASK = 232,
-	DEVICE_ATTR_EX_CAP_FLAGS_EX = 280, // uint64_t device_cap_flags_ex
-	DEVICE_ATTR_EX_PHYS_PORT_CNT_EX = 396, // uint32_t, since v35
+	DEVICE_ATTR_EX_ODP_CAPS = 240,           // general_caps u64, rc/uc/ud u32; ends 264
+	DEVICE_ATTR_EX_TIMESTAMP_MASK = 264,     // u64
+	DEVICE_ATTR_EX_HCA_CORE_CLOCK = 272,     // u64
+	DEVICE_ATTR_EX_CAP_FLAGS_EX = 280,       // uint64_t device_cap_flags_ex
+	DEVICE_ATTR_EX_RSS_CAPS = 296,           // three u32 copied; the group ends 328
+	DEVICE_ATTR_EX_MAX_WQ_TYPE_RQ = 328,     // u32
+	DEVICE_ATTR_EX_RAW_PACKET_CAPS = 344,    // u32
+	DEVICE_ATTR_EX_TM_CAPS = 348,            // five u32; ends 368
+	DEVICE_ATTR_EX_CQ_MOD_CAPS = 368,        // max_cq_count u16, max_cq_period u16
+	DEVICE_ATTR_EX_MAX_DM_SIZE = 376,        // u64
+	DEVICE_ATTR_EX_XRC_ODP_CAPS = 392,       // u32
+	DEVICE_ATTR_EX_PHYS_PORT_CNT_EX = 396,   // uint32_t, since v35
+	DEVICE_ATTR_EX_SIZE = 400,
+};
+
+// What ib_uverbs_ex_query_device_resp carries past its base, as the Go part
+// hands it over (0 where the kernel's response_length stopped short).
+struct usb4_device_attr_ext {
+	uint64_t cap_flags_ex;
+	uint64_t odp_general_caps;
+	uint32_t odp_rc_caps, odp_uc_caps, odp_ud_caps, xrc_odp_caps;
+	uint64_t timestamp_mask;
+	uint64_t hca_core_clock;
+	uint32_t rss_supported_qpts, rss_max_rwq_indirection_tables, rss_max_rwq_indirection_table_size;
+	uint32_t max_wq_type_rq;
+	uint32_t raw_packet_caps;
+	uint32_t tm_max_rndv_hdr_size, tm_max_num_tags, tm_flags, tm_max_ops, tm_max_sge;
+	uint16_t max_cq_moderation_count, max_cq_moderation_period;
+	uint64_t max_dm_size;
 };
 
 // struct ibv_port_attr in its v49+ form (56 bytes); older libraries have 52
@@ -416,7 +445,7 @@ int usb4goStart(uint32_t api_version, struct usb4_go_config *cfg);
 int usb4goOpenContext(char *ibdev_name, int cmd_fd, int kind, uint32_t driver_id, uint64_t node_guid,
 		      struct usb4_open_info *info);
 void usb4goCloseContext(uintptr_t ctx);
-int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, uint64_t *cap_flags_ex);
+int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, struct usb4_device_attr_ext *ext);
 int usb4goQueryPort(uintptr_t ctx, uint8_t port, struct usb4_port_attr *attr);
 int usb4goAllocPD(uintptr_t ctx, uintptr_t *pd, uint32_t *pd_handle);
 int usb4goDeallocPD(uintptr_t pd);

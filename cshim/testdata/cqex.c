@@ -628,6 +628,61 @@ out:
 	finish(name);
 }
 
+static uint64_t fnv(const void *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const uint8_t *)p)[i]) * 1099511628211ull;
+	return h;
+}
+
+// query_device_ex through the op itself at the attr_size of older and
+// newer libibverbs: every byte within attr_size (a hash per size; the
+// extended members in full), none past it, and input->comp_mask refused.
+static void case_query_device_ex(struct bed *b)
+{
+	struct verbs_context *vctx = verbs_get_ctx_op(b->ctx, query_device_ex);
+	if (!vctx) {
+		bad("no query_device_ex op");
+		finish("query_device_ex");
+		return;
+	}
+	static const size_t sizes[] = {232, 248, 264, 300, 368, 396, sizeof(struct ibv_device_attr_ex)};
+	uint8_t buf[sizeof(struct ibv_device_attr_ex) + 64];
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		memset(buf, 0xa5, sizeof(buf));
+		int rc = vctx->query_device_ex(b->ctx, NULL, (struct ibv_device_attr_ex *)buf, sizes[i]);
+		size_t past = 0;
+		for (size_t j = sizes[i]; j < sizeof(buf); j++)
+			past += buf[j] != 0xa5;
+		add("%zu:%s:%016llx ", sizes[i], ename(rc), (unsigned long long)fnv(buf, sizes[i]));
+		if (rc || past)
+			bad("attr_size %zu: %s, %zu bytes written past it", sizes[i], ename(rc), past);
+	}
+	struct ibv_device_attr_ex *a = (struct ibv_device_attr_ex *)buf;
+	add("cap_flags_ex=0x%llx odp=0x%llx/%x/%x/%x ts_mask=0x%llx clock=%llu rss=%u/%u/%u max_wq_type_rq=%u "
+	    "raw_packet_caps=0x%x tm=%u/%u/%u/%u/%u cq_mod=%u/%u max_dm_size=%llu xrc_odp=0x%x ports=%u comp_mask=%u "
+	    "fw_ver=%s ",
+	    (unsigned long long)a->device_cap_flags_ex, (unsigned long long)a->odp_caps.general_caps,
+	    a->odp_caps.per_transport_caps.rc_odp_caps, a->odp_caps.per_transport_caps.uc_odp_caps,
+	    a->odp_caps.per_transport_caps.ud_odp_caps, (unsigned long long)a->completion_timestamp_mask,
+	    (unsigned long long)a->hca_core_clock, a->rss_caps.supported_qpts, a->rss_caps.max_rwq_indirection_tables,
+	    a->rss_caps.max_rwq_indirection_table_size, a->max_wq_type_rq, a->raw_packet_caps,
+	    a->tm_caps.max_rndv_hdr_size, a->tm_caps.max_num_tags, a->tm_caps.flags, a->tm_caps.max_ops,
+	    a->tm_caps.max_sge, a->cq_mod_caps.max_cq_count, a->cq_mod_caps.max_cq_period,
+	    (unsigned long long)a->max_dm_size, a->xrc_odp_caps, a->phys_port_cnt_ex, a->comp_mask, a->orig_attr.fw_ver);
+	if (!a->device_cap_flags_ex || a->phys_port_cnt_ex != 1)
+		bad("device_cap_flags_ex 0x%llx, phys_port_cnt_ex %u", (unsigned long long)a->device_cap_flags_ex,
+		    a->phys_port_cnt_ex);
+	struct ibv_query_device_ex_input in = {.comp_mask = 1};
+	int rc = vctx->query_device_ex(b->ctx, &in, (struct ibv_device_attr_ex *)buf, sizeof(struct ibv_device_attr_ex));
+	int small = vctx->query_device_ex(b->ctx, NULL, (struct ibv_device_attr_ex *)buf, 100);
+	add("input_comp_mask=%s attr_size100=%s", ename(rc), ename(small));
+	if (rc != EINVAL || small != EINVAL)
+		bad("input comp_mask 1: %s, attr_size 100: %s; want EINVAL", ename(rc), ename(small));
+	finish("query_device_ex");
+}
+
 // end_poll without a start_poll: must not crash, and the CQ stays usable
 // and empty. (librxe advances its consumer index here; see docs.)
 static void case_end_without_start(struct bed *b)
@@ -686,6 +741,7 @@ int main(int argc, char **argv)
 	case_channel(&b);
 	case_resize(&b, 0);
 	case_resize(&b, 1);
+	case_query_device_ex(&b);
 	case_end_without_start(&b); // last: librxe's CQ state afterwards is not to be trusted
 	ibv_dereg_mr(b.mr);
 	ibv_dealloc_pd(b.pd);

@@ -52,9 +52,9 @@ void usb4goCloseContext(uintptr_t handle)
 	free(h);
 }
 
-int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, uint64_t *cap_flags_ex)
+int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, struct usb4_device_attr_ext *ext)
 {
-	(void)ctx, (void)attr, (void)cap_flags_ex;
+	(void)ctx, (void)attr, (void)ext;
 	return EOPNOTSUPP;
 }
 

@@ -475,6 +475,11 @@ static void *usb4_create_srq(void *ibv_pd, void *init)
 	return srq;
 }
 
+void *usb4_srq_create(void *ibv_pd, void *init)
+{
+	return usb4_create_srq(ibv_pd, init);
+}
+
 static int usb4_modify_srq(void *ibv_srq, void *attr, int mask)
 {
 	if (!attr)
@@ -578,6 +583,7 @@ void usb4_install_object_ops(void **buf, size_t n)
 	usb4_set_slot(buf, n, USB4_OP_create_ah, (void *)usb4_create_ah);
 	usb4_set_slot(buf, n, USB4_OP_destroy_ah, (void *)usb4_destroy_ah);
 	usb4_install_cqex_ops(buf, n);
+	usb4_install_srqex_ops(buf, n);
 	// Left to libibverbs' dummies on purpose, for the errno contracts of
 	// rdma-core-private-abi.md / usb4-kernel-and-consumers.md §3:
 	// query_ece/set_ece (return EOPNOTSUPP: NCCL), reg_dmabuf_mr

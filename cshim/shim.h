@@ -532,8 +532,13 @@ bool usb4_in_fork_child(const char *verb);
 // Warms the Go runtime for calls from new threads (first context open only).
 void usb4_prewarm_threads(void);
 
-// cqex.c: create_cq_ex and the ibv_cq_ex poll API.
+// cqex.c: create_cq_ex and the ibv_cq_ex poll API, resize_cq, and
+// create_srq_ex (srqex.c).
 void usb4_install_cqex_ops(void **ops_buf, size_t nslots);
+void usb4_install_srqex_ops(void **ops_buf, size_t nslots);
+// The basic SRQ of create_srq (objects.c): init is a struct
+// ibv_srq_init_attr (or the _ex, which starts with one).
+void *usb4_srq_create(void *ibv_pd, void *init);
 // objects.c: CQ, QP, SRQ and AH ops plus the data-path trampolines.
 void usb4_install_object_ops(void **ops_buf, size_t nslots);
 // Overrides for rxe contexts (after usb4_install_object_ops): poll_cq

@@ -683,6 +683,104 @@ static void case_query_device_ex(struct bed *b)
 	finish("query_device_ex");
 }
 
+// create_srq_ex: a basic SRQ with a comp_mask ibv_create_srq_ex cannot
+// route to create_srq (CQ set), queried, modified and used by a receiver;
+// then the refusals.
+static void case_srq_ex(struct bed *b)
+{
+	struct ibv_cq *cq = ibv_create_cq(b->ctx, 16, NULL, NULL, 0);
+	struct ibv_srq_init_attr_ex sa = {.srq_context = (void *)0x5a, .attr = {.max_wr = 16, .max_sge = 1},
+					  .comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ,
+					  .srq_type = IBV_SRQT_BASIC, .pd = b->pd, .cq = cq};
+	errno = 0;
+	struct ibv_srq *srq = cq ? ibv_create_srq_ex(b->ctx, &sa) : NULL;
+	struct pair p = {0};
+	add("basic=%s ", srq ? "created" : ename(errno));
+	if (!srq) {
+		bad("create_srq_ex basic: %s", ename(errno));
+		goto refusals;
+	}
+	add("granted=%u/%u context=%s pd=%s srq_context=%s ", sa.attr.max_wr, sa.attr.max_sge,
+	    srq->context == b->ctx ? "ok" : "bad", srq->pd == b->pd ? "ok" : "bad",
+	    srq->srq_context == (void *)0x5a ? "ok" : "bad");
+	struct ibv_srq_attr q = {0};
+	int rc = ibv_query_srq(srq, &q);
+	add("query=%s:%u/%u/%u ", ename(rc), q.max_wr, q.max_sge, q.srq_limit);
+	struct ibv_srq_attr lim = {.srq_limit = 4};
+	int mrc = ibv_modify_srq(srq, &lim, IBV_SRQ_LIMIT);
+	int qrc = ibv_query_srq(srq, &q);
+	add("limit=%s query=%s:%u ", ename(mrc), ename(qrc), q.srq_limit);
+	if (rc || mrc || qrc || q.srq_limit != 4 || q.max_wr < 16 || srq->context != b->ctx || srq->pd != b->pd ||
+	    srq->srq_context != (void *)0x5a)
+		bad("%s", out);
+	struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 4, .max_send_sge = 1}};
+	p.r = ibv_create_qp(b->pd, &ia);
+	ia.srq = NULL;
+	ia.cap.max_recv_wr = 4;
+	ia.cap.max_recv_sge = 1;
+	p.s = ibv_create_qp(b->pd, &ia);
+	if (!p.r || !p.s || modify(p.s, p.r->qp_num, b) || modify(p.r, p.s->qp_num, b)) {
+		bad("QPs on the SRQ: %s", ename(errno));
+		goto refusals;
+	}
+	struct ibv_sge sge = {.addr = (uintptr_t)b->rbuf, .length = MSG, .lkey = b->mr->lkey};
+	struct ibv_recv_wr rw = {.wr_id = 77, .sg_list = &sge, .num_sge = 1}, *badrw = NULL;
+	rc = ibv_post_srq_recv(srq, &rw, &badrw);
+	if (rc || post(b, p.s, IBV_WR_SEND, 9, 0, 200, 0)) {
+		bad("post: %s", ename(rc));
+		goto refusals;
+	}
+	struct ibv_wc wc[2];
+	int got = 0, recv_ok = 0;
+	double deadline = now() + 10;
+	while (got < 2 && now() < deadline) {
+		int k = ibv_poll_cq(cq, 2 - got, wc + got);
+		got += k > 0 ? k : 0;
+	}
+	for (int i = 0; i < got; i++)
+		if (wc[i].opcode == IBV_WC_RECV)
+			recv_ok = wc[i].wr_id == 77 && wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len == 200;
+	add("traffic=%d/%s ", got, recv_ok ? "ok" : "bad");
+	if (got != 2 || !recv_ok)
+		bad("%d of 2 completions, receive %s", got, recv_ok ? "ok" : "bad");
+	check_bytes(b, 0, 9, 200);
+refusals:
+	pair_free(&p);
+	if (srq)
+		add("destroy=%s ", ename(ibv_destroy_srq(srq)));
+	struct {
+		const char *name;
+		uint32_t comp_mask, type, tags;
+		int want;
+	} t[] = {
+		{"no_pd", IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ, IBV_SRQT_BASIC, 0, EINVAL},
+		{"mask_bit5", IBV_SRQ_INIT_ATTR_PD | (1u << 5), IBV_SRQT_BASIC, 0, EOPNOTSUPP},
+		{"xrc_without_xrcd", IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ, IBV_SRQT_XRC, 0,
+		 EINVAL},
+		{"tm_without_tm", IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ, IBV_SRQT_TM, 16,
+		 EINVAL},
+		{"tm", IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM,
+		 IBV_SRQT_TM, 16, EOPNOTSUPP},
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct ibv_srq_init_attr_ex x = {.attr = {.max_wr = 8, .max_sge = 1}, .comp_mask = t[i].comp_mask,
+						 .srq_type = t[i].type, .pd = b->pd, .cq = cq,
+						 .tm_cap = {.max_num_tags = t[i].tags, .max_ops = 4}};
+		errno = 0;
+		struct ibv_srq *s2 = ibv_create_srq_ex(b->ctx, &x);
+		int e = s2 ? 0 : errno;
+		add("%s=%s ", t[i].name, s2 ? "created" : ename(e));
+		if (e != t[i].want)
+			bad("%s: %s, want %s", t[i].name, s2 ? "created" : ename(e), ename(t[i].want));
+		if (s2)
+			ibv_destroy_srq(s2);
+	}
+	if (cq)
+		ibv_destroy_cq(cq);
+	finish("create_srq_ex");
+}
+
 // end_poll without a start_poll: must not crash, and the CQ stays usable
 // and empty. (librxe advances its consumer index here; see docs.)
 static void case_end_without_start(struct bed *b)
@@ -742,6 +840,7 @@ int main(int argc, char **argv)
 	case_resize(&b, 0);
 	case_resize(&b, 1);
 	case_query_device_ex(&b);
+	case_srq_ex(&b);
 	case_end_without_start(&b); // last: librxe's CQ state afterwards is not to be trusted
 	ibv_dereg_mr(b.mr);
 	ibv_dealloc_pd(b.pd);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "rxe_ring.h"
 #include "shim.h"
 #include "zopslayout.h"
 
@@ -119,6 +120,21 @@ static int cqex_start_poll(struct usb4_ibv_cq_ex *ibcq, void *attr)
 	return 0;
 }
 
+// start_poll of CQs on an rxe ring: the empty check inlined (rxe_ring.h),
+// as poll_cq's fast path is.
+static int cqex_start_poll_rxe(struct usb4_ibv_cq_ex *ibcq, void *attr)
+{
+	(void)attr;
+	struct usb4v_cq *eng = eng_of(ibcq);
+	if (__builtin_expect(eng == NULL, 0))
+		return usb4_errno(EINVAL);
+	int rc = usb4v_rxe_start_poll_fast(eng, &to_cqex(ibcq)->cur);
+	if (rc)
+		return usb4_errno(rc);
+	publish(ibcq);
+	return 0;
+}
+
 static int cqex_next_poll(struct usb4_ibv_cq_ex *ibcq)
 {
 	struct usb4v_cq *eng = eng_of(ibcq);
@@ -185,7 +201,8 @@ static void *usb4_create_cq_ex(void *ibv_ctx, struct usb4_ibv_cq_init_attr_ex *a
 		return NULL;
 	usb4v_cq_cursor_init(&((struct usb4_cqex *)cq)->cur);
 	struct usb4_ibv_cq_ex *e = (struct usb4_ibv_cq_ex *)cq->verbs_cq;
-	e->start_poll = cqex_start_poll;
+	// The backend is fixed once create returns (attach ran in Go).
+	e->start_poll = cq->eng->backend == USB4V_BACKEND_RXE ? cqex_start_poll_rxe : cqex_start_poll;
 	e->next_poll = cqex_next_poll;
 	e->end_poll = cqex_end_poll;
 	e->read_opcode = cqex_read_opcode;

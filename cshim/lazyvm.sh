@@ -35,6 +35,7 @@ main() {
 rc=0
 env -u USB4VERBS_CLAIM_RXE -u RDMAV_DRIVERS /opt/usb4verbs/lazyvm librxe-only || rc=1
 USB4VERBS_CLAIM_RXE=1 RDMAV_DRIVERS=/$provdir/libusb4_rdma /opt/usb4verbs/lazyvm prefork || rc=1
+echo "# cqex: kernel=\$USB4VERBS_KERNEL userland=\$USB4VERBS_USERLAND"
 env -u USB4VERBS_CLAIM_RXE -u RDMAV_DRIVERS /opt/usb4verbs/cqex "\$USB4VERBS_DEV0" "\$USB4VERBS_GID0" librxe > cqex-librxe.out 2>&1
 cat cqex-librxe.out
 USB4VERBS_CLAIM_RXE=1 RDMAV_DRIVERS=/$provdir/libusb4_rdma /opt/usb4verbs/cqex "\$USB4VERBS_DEV0" "\$USB4VERBS_GID0" ours > cqex-ours.out 2>&1 || rc=1
@@ -44,7 +45,10 @@ exit \$rc
 GUEST
 
   mkdir -p "$repo/build/cqex"
-  vm_boot "$userland" "$work/lazyvm.sh" | tee "$repo/build/cqex/vm.out"
+  printf '# cqex-host: commit=%s date=%s\n' "$(git -C "$repo" describe --always --dirty)" "$(date -u +%Y-%m-%d_%H:%M_UTC)" \
+    > "$repo/build/cqex/vm.out.tmp"
+  vm_boot "$userland" "$work/lazyvm.sh" | tee -a "$repo/build/cqex/vm.out.tmp"
+  mv "$repo/build/cqex/vm.out.tmp" "$repo/build/cqex/vm.out"
 }
 
 main "$@"

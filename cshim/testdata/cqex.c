@@ -157,9 +157,11 @@ static int connect_pair(struct bed *b, struct ibv_qp *s, struct ibv_qp *r)
 // pair_new: sender S on scq, receiver R on rcq, connected to each other.
 static int pair_new(struct bed *b, struct ibv_cq *scq, struct ibv_cq *rcq, struct pair *p)
 {
-	struct ibv_qp_init_attr ia = {.send_cq = scq, .recv_cq = rcq, .qp_type = IBV_QPT_RC,
+	// Each QP's CQs on its own side (the sides may be different devices).
+	struct ibv_qp_init_attr ia = {.send_cq = scq, .recv_cq = scq, .qp_type = IBV_QPT_RC,
 				      .cap = {.max_send_wr = 32, .max_recv_wr = 32, .max_send_sge = 1, .max_recv_sge = 1}};
 	p->s = ibv_create_qp(b->pd, &ia);
+	ia.send_cq = ia.recv_cq = rcq;
 	p->r = ibv_create_qp(b->rpd, &ia);
 	if (!p->s || !p->r)
 		return bad("create_qp: %s", ename(errno));

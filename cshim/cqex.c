@@ -83,6 +83,8 @@ enum {
 	USB4_CREATE_CQ_ATTR_IGNORE_OVERRUN = 1 << 1,
 };
 
+enum { IBV_CQ_CQE_OFF = 28 }; // ibv_cq.cqe (objects.c IBV_CQ_CQE)
+
 struct usb4_cqex {
 	struct usb4_cq cq; // first: libibverbs' ibv_cq_ex is its verbs_cq
 	struct usb4v_cq_cursor cur;
@@ -192,6 +194,7 @@ static void *usb4_create_cq_ex(void *ibv_ctx, struct usb4_ibv_cq_init_attr_ex *a
 	if ((attr->comp_mask & USB4_CQ_INIT_ATTR_MASK_FLAGS) && (attr->flags & USB4_CREATE_CQ_ATTR_IGNORE_OVERRUN))
 		return refuse("flags", attr->flags);
 	if (attr->cqe > INT32_MAX) { // the kernel's answer to more than max_cqe
+		fprintf(stderr, USB4_LOG_PREFIX "create_cq_ex: cqe %u is more than any device has\n", attr->cqe);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -238,7 +241,7 @@ static int usb4_resize_cq(void *ibv_cq, int cqe)
 	uint32_t granted = 0;
 	int err = usb4_go()->ResizeCQ(cq->go, cqe, &granted);
 	if (granted) // the kernel's size, even if our remap failed
-		memcpy(cq->verbs_cq + 28, &granted, sizeof(granted)); // ibv_cq.cqe
+		memcpy(cq->verbs_cq + IBV_CQ_CQE_OFF, &granted, sizeof(granted));
 	return usb4_errno(err);
 }
 

@@ -69,21 +69,21 @@ static void *usb4_create_srq_ex(void *ibv_ctx, struct usb4_ibv_srq_init_attr_ex 
 	if (a->comp_mask >= SRQ_INIT_ATTR_RESERVED)
 		return fail(EOPNOTSUPP, "comp_mask has unknown bits");
 	if (!(a->comp_mask & SRQ_INIT_ATTR_PD) || !a->pd)
-		return fail(EINVAL, NULL);
+		return fail(EINVAL, "no PD (IBV_SRQ_INIT_ATTR_PD)");
 	uint32_t type = (a->comp_mask & SRQ_INIT_ATTR_TYPE) ? a->srq_type : SRQT_BASIC;
 	switch (type) {
 	case SRQT_BASIC:
 		break;
 	case SRQT_XRC:
 		if (!(a->comp_mask & SRQ_INIT_ATTR_XRCD) || !(a->comp_mask & SRQ_INIT_ATTR_CQ))
-			return fail(EINVAL, NULL);
+			return fail(EINVAL, "an XRC SRQ needs an XRC domain and a CQ");
 		return fail(EOPNOTSUPP, "XRC SRQs are not supported");
 	case SRQT_TM:
 		if (!(a->comp_mask & SRQ_INIT_ATTR_CQ) || !(a->comp_mask & SRQ_INIT_ATTR_TM) || !a->tm_max_num_tags)
-			return fail(EINVAL, NULL);
+			return fail(EINVAL, "a tag-matching SRQ needs a CQ, TM caps and max_num_tags");
 		return fail(EOPNOTSUPP, "tag-matching SRQs are not supported");
 	default:
-		return fail(EINVAL, NULL); // the kernel's answer to an unknown type
+		return fail(EINVAL, "unknown srq_type"); // the kernel's answer to an unknown type
 	}
 	// A basic SRQ; the CQ libibverbs would note for it is not needed.
 	unsigned char *srq = usb4_srq_create(a->pd, a);

@@ -93,3 +93,41 @@ func TestCQResizeUnsupported(t *testing.T) {
 		t.Fatalf("resize on usb4: %v", err)
 	}
 }
+
+// CreateSRQEx: basic is CreateSRQ's SRQ; XRC and TM are refused, EINVAL for
+// what libibverbs checks first, else EOPNOTSUPP, without a kernel command.
+func TestCreateSRQEx(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, rxe)
+	defer c.Close()
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(CQAttr{CQE: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srq, err := pd.CreateSRQEx(SRQInitAttrEx{SRQInitAttr: SRQInitAttr{MaxWR: 8, MaxSGE: 1}, CQ: cq})
+	if err != nil || k.callsTo(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_CREATE) != 1 {
+		t.Fatalf("basic: %v, %d SRQ_CREATE", err, k.callsTo(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_CREATE))
+	}
+	_ = srq.Destroy()
+	for _, tc := range []struct {
+		a    SRQInitAttrEx
+		want unix.Errno
+	}{
+		{SRQInitAttrEx{Type: SRQTypeXRC}, unix.EINVAL},
+		{SRQInitAttrEx{Type: SRQTypeXRC, CQ: cq}, unix.EOPNOTSUPP},
+		{SRQInitAttrEx{Type: SRQTypeTM, CQ: cq}, unix.EINVAL},
+		{SRQInitAttrEx{Type: SRQTypeTM, CQ: cq, MaxNumTags: 16}, unix.EOPNOTSUPP},
+		{SRQInitAttrEx{Type: 7}, unix.EINVAL},
+	} {
+		if _, err := pd.CreateSRQEx(tc.a); !errors.Is(err, tc.want) {
+			t.Errorf("%+v: %v, want %v", tc.a, err, tc.want)
+		}
+	}
+	if n := k.callsTo(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_CREATE); n != 1 {
+		t.Fatalf("%d SRQ_CREATE after the refusals, want 1", n)
+	}
+}

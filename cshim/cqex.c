@@ -131,8 +131,10 @@ static int cqex_start_poll_rxe(struct usb4_ibv_cq_ex *ibcq, void *attr)
 	if (__builtin_expect(eng == NULL, 0))
 		return usb4_errno(EINVAL);
 	int rc = usb4v_rxe_start_poll_fast(eng, &to_cqex(ibcq)->cur);
-	if (rc)
-		return usb4_errno(rc);
+	if (rc) { // errno set here, not through verbs.c: the miss is the hot case
+		errno = rc;
+		return rc;
+	}
 	publish(ibcq);
 	return 0;
 }

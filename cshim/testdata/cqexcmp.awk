@@ -5,8 +5,8 @@
 BEGIN {
   known["end_poll_without_start"] = "librxe advances its consumer index on an end_poll without start_poll, so its CQ is no longer empty"
   known["comp_mask_unknown_bit"] = "librxe returns NULL without setting errno: rxe_create_cq_ex drops the EOPNOTSUPP of ibv_cmd_create_cq_ex"
-  known["create_srq_ex"] = "librxe leaves ibv_srq.pd and srq_context unset on create_srq_ex (ibv_create_srq sets them; we set them on both)"
-  known["next_poll_end_poll"] = "after next_poll's ENOENT and end_poll, librxe's next start_poll returns 0 with a phantom completion (wr_id 0) though all 4 were read"
+  known["create_srq_ex"] = "librxe leaves ibv_srq.srq_context (on rdma-core 44 pd too) unset on create_srq_ex (ibv_create_srq sets them; we set them on both)"
+  known["next_poll_end_poll"] = "after next_poll's ENOENT and end_poll, librxe of rdma-core 44 (not 65) hands out a phantom completion (wr_id 0) at the next start_poll though all 4 were read"
 }
 /^outcome / {
   prov = $2; name = $3; sub(/:$/, "", name)

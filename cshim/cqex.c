@@ -207,7 +207,7 @@ static void *usb4_create_cq_ex(void *ibv_ctx, struct usb4_ibv_cq_init_attr_ex *a
 	usb4v_cq_cursor_init(&((struct usb4_cqex *)cq)->cur);
 	struct usb4_ibv_cq_ex *e = (struct usb4_ibv_cq_ex *)cq->verbs_cq;
 	// The backend is fixed once create returns (attach ran in Go).
-	e->start_poll = cq->eng->backend == USB4V_BACKEND_RXE ? cqex_start_poll_rxe : cqex_start_poll;
+	e->start_poll = cq->eng && cq->eng->backend == USB4V_BACKEND_RXE ? cqex_start_poll_rxe : cqex_start_poll;
 	e->next_poll = cqex_next_poll;
 	e->end_poll = cqex_end_poll;
 	e->read_opcode = cqex_read_opcode;

@@ -7,7 +7,11 @@
 #     front mapped, but no Go part and one thread;
 #   * a prefork server (USB4VERBS_CLAIM_RXE=1, RDMAV_DRIVERS naming us): the parent
 #     lists without loading the Go part, 4 fork() children each open rxe0 and rxe1
-#     through us and move 64 checked RDMA writes over an RC pair.
+#     through us and move 64 checked RDMA writes over an RC pair;
+#   * issue 14's extended CQ verbs (cshim/testdata/cqex.c), run through librxe and then
+#     through us on rxe0: our run's verdicts (cqex/CASE), and each case's outcome
+#     compared between the two (cqex/same/CASE). The outcome lines go to
+#     build/cqex/vm.out, from which cshim/cqexdoc.sh writes docs/extended-verbs.md's table.
 # Prints go-test-style lines; exit status non-zero if a check failed.
 set -euo pipefail
 
@@ -23,16 +27,28 @@ main() {
   local userland=${1:-bookworm}
   vm_prepare cshim-lazyvm lazyvm
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/lazyvm" "$repo/cshim/testdata/lazyvm.c" -libverbs
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/cqex" "$repo/cshim/testdata/cqex.c" -libverbs
+  install -m644 "$repo/cshim/testdata/cqexcmp.awk" "$work/files/cqexcmp.awk"
 
   cat > "$work/lazyvm.sh" <<GUEST
 #!/bin/sh
 rc=0
 env -u USB4VERBS_CLAIM_RXE -u RDMAV_DRIVERS /opt/usb4verbs/lazyvm librxe-only || rc=1
 USB4VERBS_CLAIM_RXE=1 RDMAV_DRIVERS=/$provdir/libusb4_rdma /opt/usb4verbs/lazyvm prefork || rc=1
+echo "# cqex: kernel=\$USB4VERBS_KERNEL userland=\$USB4VERBS_USERLAND"
+env -u USB4VERBS_CLAIM_RXE -u RDMAV_DRIVERS /opt/usb4verbs/cqex "\$USB4VERBS_DEV0" "\$USB4VERBS_GID0" librxe > cqex-librxe.out 2>&1
+cat cqex-librxe.out
+USB4VERBS_CLAIM_RXE=1 RDMAV_DRIVERS=/$provdir/libusb4_rdma /opt/usb4verbs/cqex "\$USB4VERBS_DEV0" "\$USB4VERBS_GID0" ours > cqex-ours.out 2>&1 || rc=1
+cat cqex-ours.out
+awk -f /opt/usb4verbs/cqexcmp.awk cqex-librxe.out cqex-ours.out || rc=1
 exit \$rc
 GUEST
 
-  vm_boot "$userland" "$work/lazyvm.sh"
+  mkdir -p "$repo/build/cqex"
+  printf '# cqex-host: commit=%s date=%s\n' "$(git -C "$repo" describe --always --dirty)" "$(date -u +%Y-%m-%d_%H:%M_UTC)" \
+    > "$repo/build/cqex/vm.out.tmp"
+  vm_boot "$userland" "$work/lazyvm.sh" | tee -a "$repo/build/cqex/vm.out.tmp"
+  mv "$repo/build/cqex/vm.out.tmp" "$repo/build/cqex/vm.out"
 }
 
 main "$@"

@@ -33,8 +33,7 @@ _Static_assert(sizeof(pthread_mutex_t) == 40 && sizeof(pthread_cond_t) == 48, "L
 enum {
 	// struct ibv_comp_channel
 	IBV_COMP_CHANNEL_FD = 8,
-	// struct verbs_cq (union of ibv_cq and ibv_cq_ex)
-	VERBS_CQ_SIZE = 288,
+	// struct verbs_cq (union of ibv_cq and ibv_cq_ex): VERBS_CQ_SIZE, shim.h
 	IBV_CQ_CONTEXT = 0,
 	IBV_CQ_HANDLE = 24,
 	IBV_CQ_CQE = 28,
@@ -68,14 +67,8 @@ enum {
 	IBV_QP_ATTR_STATE = 1,
 };
 
-// The ibv_cq/ibv_qp/ibv_srq pointer libibverbs hands back is our pointer.
-struct usb4_cq {
-	unsigned char verbs_cq[VERBS_CQ_SIZE];
-	uintptr_t go;         // 0 once destroyed
-	struct usb4v_cq *eng; // NULL once destroyed: data ops then fail
-	struct usb4_shell shell;
-};
-
+// The ibv_cq/ibv_qp/ibv_srq pointer libibverbs hands back is our pointer
+// (struct usb4_cq: shim.h).
 struct usb4_qp {
 	// Zeroed up to the largest verbs_qp: comp_mask must stay 0 at every
 	// release's offset (no VERBS_QP_EX, no VERBS_QP_XRCD).
@@ -239,13 +232,13 @@ void usb4_shell_free(struct usb4_shell *s)
 
 // ---- CQ ----
 
-static void *usb4_create_cq(void *ibv_ctx, int cqe, void *channel, int comp_vector)
+struct usb4_cq *usb4_cq_create(void *ibv_ctx, int cqe, void *channel, int comp_vector, size_t size)
 {
 	if (cqe <= 0 || comp_vector < 0)
 		return fail_null(EINVAL);
 	if (usb4_in_fork_child("create_cq"))
 		return fail_null(ENOSYS);
-	struct usb4_cq *cq = calloc(1, sizeof(*cq));
+	struct usb4_cq *cq = calloc(1, size < sizeof(*cq) ? sizeof(*cq) : size);
 	if (!cq)
 		return fail_null(ENOMEM);
 	int chfd = -1;
@@ -265,6 +258,11 @@ static void *usb4_create_cq(void *ibv_ctx, int cqe, void *channel, int comp_vect
 	put32(cq->verbs_cq, IBV_CQ_HANDLE, info.handle);
 	put32(cq->verbs_cq, IBV_CQ_CQE, info.num);
 	return cq;
+}
+
+static void *usb4_create_cq(void *ibv_ctx, int cqe, void *channel, int comp_vector)
+{
+	return usb4_cq_create(ibv_ctx, cqe, channel, comp_vector, sizeof(struct usb4_cq));
 }
 
 static int usb4_destroy_cq(void *ibv_cq)
@@ -477,6 +475,11 @@ static void *usb4_create_srq(void *ibv_pd, void *init)
 	return srq;
 }
 
+void *usb4_srq_create(void *ibv_pd, void *init)
+{
+	return usb4_create_srq(ibv_pd, init);
+}
+
 static int usb4_modify_srq(void *ibv_srq, void *attr, int mask)
 {
 	if (!attr)
@@ -579,10 +582,11 @@ void usb4_install_object_ops(void **buf, size_t n)
 	usb4_set_slot(buf, n, USB4_OP_post_srq_recv, (void *)usb4_post_srq_recv);
 	usb4_set_slot(buf, n, USB4_OP_create_ah, (void *)usb4_create_ah);
 	usb4_set_slot(buf, n, USB4_OP_destroy_ah, (void *)usb4_destroy_ah);
+	usb4_install_cqex_ops(buf, n);
+	usb4_install_srqex_ops(buf, n);
 	// Left to libibverbs' dummies on purpose, for the errno contracts of
 	// rdma-core-private-abi.md / usb4-kernel-and-consumers.md §3:
-	// create_cq_ex (NULL, EOPNOTSUPP: UCX and perftest fall back to
-	// create_cq), query_ece/set_ece (return EOPNOTSUPP: NCCL), reg_dmabuf_mr
+	// query_ece/set_ece (return EOPNOTSUPP: NCCL), reg_dmabuf_mr
 	// (EOPNOTSUPP: the dmabuf probe says unsupported), query_port_speed
 	// (EOPNOTSUPP), create_qp_ex/create_srq_ex (EOPNOTSUPP unless the plain
 	// PD-only form, which ibv_create_qp_ex routes to create_qp).

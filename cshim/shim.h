@@ -186,6 +186,20 @@ void usb4_quarantine(void *ibv_ctx, struct usb4_shell *s);
 // Frees a quarantined shell's whole object (objects.c).
 void usb4_shell_free(struct usb4_shell *s);
 
+// A CQ of ours (objects.c): the ibv_cq/ibv_cq_ex pointer libibverbs hands
+// back is a pointer to it. An extended CQ (cqex.c) embeds it first.
+enum { VERBS_CQ_SIZE = 288 }; // struct verbs_cq, a union of ibv_cq and ibv_cq_ex
+struct usb4v_cq;
+struct usb4_cq {
+	unsigned char verbs_cq[VERBS_CQ_SIZE];
+	uintptr_t go;         // 0 once destroyed
+	struct usb4v_cq *eng; // NULL once destroyed: data ops then fail
+	struct usb4_shell shell;
+};
+// Creates the kernel CQ and a zeroed object of size bytes (at least a
+// struct usb4_cq) around it; NULL with errno set on failure.
+struct usb4_cq *usb4_cq_create(void *ibv_ctx, int cqe, void *channel, int comp_vector, size_t size);
+
 // verbs.c: control ops, installed by slot index (enum usb4_op).
 void usb4_install_control_ops(void **ops_buf, size_t nslots);
 
@@ -234,11 +248,40 @@ struct usb4_device_attr {
 	uint8_t phys_port_cnt;
 };
 
-// Members of struct ibv_device_attr_ex past orig_attr that we fill.
+// Members of struct ibv_device_attr_ex past orig_attr (rdma-core:libibverbs/
+// verbs.h; offsets of v44, unchanged since v35 added phys_port_cnt_ex), and
+// the end of each group libibverbs' ibv_cmd_query_device_any copies whole.
 enum {
 	DEVICE_ATTR_EX_COMP_MASK = 232,
-	DEVICE_ATTR_EX_CAP_FLAGS_EX = 280, // uint64_t device_cap_flags_ex
-	DEVICE_ATTR_EX_PHYS_PORT_CNT_EX = 396, // uint32_t, since v35
+	DEVICE_ATTR_EX_ODP_CAPS = 240,           // general_caps u64, rc/uc/ud u32; ends 264
+	DEVICE_ATTR_EX_TIMESTAMP_MASK = 264,     // u64
+	DEVICE_ATTR_EX_HCA_CORE_CLOCK = 272,     // u64
+	DEVICE_ATTR_EX_CAP_FLAGS_EX = 280,       // uint64_t device_cap_flags_ex
+	DEVICE_ATTR_EX_RSS_CAPS = 296,           // three u32 copied; the group ends 328
+	DEVICE_ATTR_EX_MAX_WQ_TYPE_RQ = 328,     // u32
+	DEVICE_ATTR_EX_RAW_PACKET_CAPS = 344,    // u32
+	DEVICE_ATTR_EX_TM_CAPS = 348,            // five u32; ends 368
+	DEVICE_ATTR_EX_CQ_MOD_CAPS = 368,        // max_cq_count u16, max_cq_period u16
+	DEVICE_ATTR_EX_MAX_DM_SIZE = 376,        // u64
+	DEVICE_ATTR_EX_XRC_ODP_CAPS = 392,       // u32
+	DEVICE_ATTR_EX_PHYS_PORT_CNT_EX = 396,   // uint32_t, since v35
+	DEVICE_ATTR_EX_SIZE = 400,
+};
+
+// What ib_uverbs_ex_query_device_resp carries past its base, as the Go part
+// hands it over (0 where the kernel's response_length stopped short).
+struct usb4_device_attr_ext {
+	uint64_t cap_flags_ex;
+	uint64_t odp_general_caps;
+	uint32_t odp_rc_caps, odp_uc_caps, odp_ud_caps, xrc_odp_caps;
+	uint64_t timestamp_mask;
+	uint64_t hca_core_clock;
+	uint32_t rss_supported_qpts, rss_max_rwq_indirection_tables, rss_max_rwq_indirection_table_size;
+	uint32_t max_wq_type_rq;
+	uint32_t raw_packet_caps;
+	uint32_t tm_max_rndv_hdr_size, tm_max_num_tags, tm_flags, tm_max_ops, tm_max_sge;
+	uint16_t max_cq_moderation_count, max_cq_moderation_period;
+	uint64_t max_dm_size;
 };
 
 // struct ibv_port_attr in its v49+ form (56 bytes); older libraries have 52
@@ -390,7 +433,7 @@ struct usb4_open_info {
 // Bump USB4_GO_API_VERSION whenever an entry below or a struct it takes
 // changes: a front and a Go part from different builds then refuse each
 // other (usb4goStart) instead of misreading arguments.
-#define USB4_GO_API_VERSION 1
+#define USB4_GO_API_VERSION 2
 // What the Go part takes over from the front at start (settings.c).
 struct usb4_go_config {
 	bool force_kernel_commands;
@@ -402,7 +445,7 @@ int usb4goStart(uint32_t api_version, struct usb4_go_config *cfg);
 int usb4goOpenContext(char *ibdev_name, int cmd_fd, int kind, uint32_t driver_id, uint64_t node_guid,
 		      struct usb4_open_info *info);
 void usb4goCloseContext(uintptr_t ctx);
-int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, uint64_t *cap_flags_ex);
+int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, struct usb4_device_attr_ext *ext);
 int usb4goQueryPort(uintptr_t ctx, uint8_t port, struct usb4_port_attr *attr);
 int usb4goAllocPD(uintptr_t ctx, uintptr_t *pd, uint32_t *pd_handle);
 int usb4goDeallocPD(uintptr_t pd);
@@ -412,6 +455,8 @@ int usb4goDeregMR(uintptr_t mr);
 int usb4goCreateCQ(uintptr_t ctx, int cqe, int channel_fd, int comp_vector, uint64_t user_handle,
 		   struct usb4_obj_info *out);
 int usb4goDestroyCQ(uintptr_t cq, struct usb4_event_counts *ev);
+// On success *granted is the kernel's new size (also when remapping failed).
+int usb4goResizeCQ(uintptr_t cq, int cqe, uint32_t *granted);
 int usb4goCreateQP(uintptr_t pd, struct usb4_qp_req *req, struct usb4_obj_info *out);
 int usb4goModifyQP(uintptr_t qp, struct usb4_ibv_qp_attr *attr, int mask);
 int usb4goQueryQP(uintptr_t qp, int mask, struct usb4_ibv_qp_attr *attr, struct usb4_ibv_qp_cap *init_cap,
@@ -439,6 +484,7 @@ void usb4goWarm(void);
 	X(DeregMR, usb4goDeregMR)                                                                            \
 	X(CreateCQ, usb4goCreateCQ)                                                                          \
 	X(DestroyCQ, usb4goDestroyCQ)                                                                        \
+	X(ResizeCQ, usb4goResizeCQ)                                                                          \
 	X(CreateQP, usb4goCreateQP)                                                                          \
 	X(ModifyQP, usb4goModifyQP)                                                                          \
 	X(QueryQP, usb4goQueryQP)                                                                            \
@@ -486,6 +532,13 @@ bool usb4_in_fork_child(const char *verb);
 // Warms the Go runtime for calls from new threads (first context open only).
 void usb4_prewarm_threads(void);
 
+// cqex.c: create_cq_ex and the ibv_cq_ex poll API, resize_cq, and
+// create_srq_ex (srqex.c).
+void usb4_install_cqex_ops(void **ops_buf, size_t nslots);
+void usb4_install_srqex_ops(void **ops_buf, size_t nslots);
+// The basic SRQ of create_srq (objects.c): init is a struct
+// ibv_srq_init_attr (or the _ex, which starts with one).
+void *usb4_srq_create(void *ibv_pd, void *init);
 // objects.c: CQ, QP, SRQ and AH ops plus the data-path trampolines.
 void usb4_install_object_ops(void **ops_buf, size_t nslots);
 // Overrides for rxe contexts (after usb4_install_object_ops): poll_cq

@@ -457,8 +457,8 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 	expectLines(t, "", r, []string{
 		"open ok",
 		"alloc_pd ok",
-		"reg_dmabuf_mr_fd-1 EOPNOTSUPP", // NCCL/UCX: dmabuf unsupported, never EBADF
-		"create_cq_ex EOPNOTSUPP",       // UCX/perftest fall back to create_cq
+		"reg_dmabuf_mr_fd-1 EOPNOTSUPP",     // NCCL/UCX: dmabuf unsupported, never EBADF
+		"create_cq_ex_timestamp EOPNOTSUPP", // as librxe: no completion timestamps
 		"create_cq_cqe0 EINVAL",
 		"create_cq_vector-1 EINVAL",
 		"child_alloc_pd ENOSYS",
@@ -565,6 +565,37 @@ func TestDataOpsWhileDestroyWaits(t *testing.T) {
 		"cq during_destroy poll 0 req_notify 0",
 		"cq after_comp_ack blocked",
 		"cq destroy 0",
+		"dealloc_pd 0",
+		"close 0",
+	})
+}
+
+// TestCQExOnTheHost runs testdata/cqexhost.c against the C parts under
+// AddressSanitizer, the stub's CQs on a real kernel-command engine CQ that
+// finds nothing: the ibv_cq_ex table is complete for the standard flags,
+// next_poll and end_poll without start_poll neither crash nor hold the CQ,
+// start_poll on empty is ENOENT, poll_cq and req_notify work on a CQ ex,
+// resize_cq passes the Go part's errno through, and the refusals
+// (timestamps, XRC SRQ, input comp_mask) happen in C.
+func TestCQExOnTheHost(t *testing.T) {
+	a := newAsanProgram(t, "cqexhost")
+	_, r := a.run(t, "", append([]string{"USB4_STUB_ENGINE=1"}, stubObjects...), "usb4_rdma7")
+	expectLines(t, "", r, []string{
+		"create_cq_ex ok",
+		"table ok",
+		"next_poll_without_start EINVAL",
+		"start_poll_empty ENOENT",
+		"start_poll_empty_again ENOENT",
+		"poll_cq 0",
+		"req_notify 0",
+		"resize EOPNOTSUPP", // the stub's answer, as a module without resize_cq
+		"resize_0 EINVAL",
+		"create_cq_ex_timestamp EOPNOTSUPP",
+		"create_srq_ex_basic ok context ok pd ok",
+		"destroy_srq 0",
+		"create_srq_ex_xrc EINVAL",
+		"query_device_ex_input_mask EINVAL",
+		"destroy_cq 0",
 		"dealloc_pd 0",
 		"close 0",
 	})

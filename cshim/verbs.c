@@ -59,28 +59,58 @@ int usb4_errno(int err)
 	return err;
 }
 
+// put_group copies a group of ibv_device_attr_ex members only when the
+// caller's attr_size holds all of it, as ibv_cmd_query_device_any does.
+static void put_group(void *attr, size_t attr_size, size_t off, size_t group_len, const void *v, size_t len)
+{
+	if (attr_size >= off + group_len)
+		memcpy((char *)attr + off, v, len);
+}
+
 // query_device_ex(ctx, input, attr, attr_size): ibv_query_device passes
-// attr_size 232 (only orig_attr); never write past attr_size.
+// attr_size 232 (only orig_attr); an older or newer libibverbs passes its
+// own sizeof(ibv_device_attr_ex). Everything the kernel's extended
+// QUERY_DEVICE returns is filled, what does not fit in attr_size is not
+// written, and the rest is zero (librxe: ibv_cmd_query_device_any).
 static int usb4_query_device_ex(void *ibv_ctx, const void *input, void *attr, size_t attr_size)
 {
 	struct usb4_device_attr a;
-	uint64_t cap_ex = 0;
-	(void)input;
+	struct usb4_device_attr_ext x;
 
-	if (!attr || attr_size < sizeof(a))
+	uint32_t in_mask = 0; // struct ibv_query_device_ex_input { uint32_t comp_mask; }
+	if (input)
+		memcpy(&in_mask, input, sizeof(in_mask));
+	if (!attr || attr_size < sizeof(a) || in_mask)
 		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child("query_device"))
 		return usb4_errno(ENOSYS);
 	memset(&a, 0, sizeof(a));
-	int err = usb4_go()->QueryDevice(usb4_ctx_handle(ibv_ctx), &a, &cap_ex);
+	memset(&x, 0, sizeof(x));
+	int err = usb4_go()->QueryDevice(usb4_ctx_handle(ibv_ctx), &a, &x);
 	if (err)
 		return usb4_errno(err);
 	memset(attr, 0, attr_size);
 	memcpy(attr, &a, sizeof(a));
-	if (attr_size >= DEVICE_ATTR_EX_CAP_FLAGS_EX + sizeof(uint64_t))
-		memcpy((char *)attr + DEVICE_ATTR_EX_CAP_FLAGS_EX, &cap_ex, sizeof(cap_ex));
-	if (attr_size >= DEVICE_ATTR_EX_PHYS_PORT_CNT_EX + sizeof(uint32_t))
-		put_u32(attr, DEVICE_ATTR_EX_PHYS_PORT_CNT_EX, a.phys_port_cnt);
+	// comp_mask stays 0, as libibverbs leaves it.
+	uint32_t odp[3] = {x.odp_rc_caps, x.odp_uc_caps, x.odp_ud_caps};
+	put_group(attr, attr_size, DEVICE_ATTR_EX_ODP_CAPS, 24, &x.odp_general_caps, 8);
+	put_group(attr, attr_size, DEVICE_ATTR_EX_ODP_CAPS + 8, 16, odp, sizeof(odp));
+	put_group(attr, attr_size, DEVICE_ATTR_EX_TIMESTAMP_MASK, 8, &x.timestamp_mask, 8);
+	put_group(attr, attr_size, DEVICE_ATTR_EX_HCA_CORE_CLOCK, 8, &x.hca_core_clock, 8);
+	put_group(attr, attr_size, DEVICE_ATTR_EX_CAP_FLAGS_EX, 8, &x.cap_flags_ex, 8);
+	uint32_t rss[3] = {x.rss_supported_qpts, x.rss_max_rwq_indirection_tables,
+			   x.rss_max_rwq_indirection_table_size};
+	put_group(attr, attr_size, DEVICE_ATTR_EX_RSS_CAPS, 32, rss, sizeof(rss));
+	put_group(attr, attr_size, DEVICE_ATTR_EX_MAX_WQ_TYPE_RQ, 4, &x.max_wq_type_rq, 4);
+	put_group(attr, attr_size, DEVICE_ATTR_EX_RAW_PACKET_CAPS, 4, &x.raw_packet_caps, 4);
+	uint32_t tm[5] = {x.tm_max_rndv_hdr_size, x.tm_max_num_tags, x.tm_flags, x.tm_max_ops, x.tm_max_sge};
+	put_group(attr, attr_size, DEVICE_ATTR_EX_TM_CAPS, 20, tm, sizeof(tm));
+	uint16_t cqmod[2] = {x.max_cq_moderation_count, x.max_cq_moderation_period};
+	put_group(attr, attr_size, DEVICE_ATTR_EX_CQ_MOD_CAPS, 4, cqmod, sizeof(cqmod));
+	put_group(attr, attr_size, DEVICE_ATTR_EX_MAX_DM_SIZE, 8, &x.max_dm_size, 8);
+	put_group(attr, attr_size, DEVICE_ATTR_EX_XRC_ODP_CAPS, 4, &x.xrc_odp_caps, 4);
+	uint32_t ports = a.phys_port_cnt;
+	put_group(attr, attr_size, DEVICE_ATTR_EX_PHYS_PORT_CNT_EX, 4, &ports, 4);
 	return 0;
 }
 

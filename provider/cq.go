@@ -22,7 +22,8 @@ type CQ struct {
 	userHandle uint64
 	cqe        uint32
 	channel    *CompChannel
-	driverResp []byte // driver udata the kernel answered with
+	driverResp []byte       // driver udata the kernel answered with
+	ring       *uapi.Mminfo // rxe: the ring the last Resize moved the CQ to
 
 	compEvents  uint32 // events returned by GetEvent
 	ackedEvents uint32
@@ -128,9 +129,52 @@ func (cq *CQ) Context() *Context { return cq.ctx }
 // usb4: the CQ-ring offer, when requested). Nil for generic devices.
 func (cq *CQ) DriverResp() []byte { return cq.driverResp }
 
-// RxeQueue returns the mmap info of an rxe CQ's completion ring.
+// RxeQueue returns the mmap info of an rxe CQ's completion ring: create_cq's,
+// or the one the last Resize moved it to.
 func (cq *CQ) RxeQueue() (uapi.Mminfo, bool) {
+	cq.ctx.mu.Lock()
+	defer cq.ctx.mu.Unlock()
+	if cq.ring != nil {
+		return *cq.ring, true
+	}
 	return rxeMminfo(cq.ctx, cq.driverResp, 0)
+}
+
+// Resize asks the kernel for at least cqe entries (RESIZE_CQ write command)
+// and returns what it granted, which CQE reports from then on. The kernel's
+// errno is the answer: rxe refuses fewer entries than are outstanding
+// (EINVAL); a device without resize_cq (the usb4 module trees) gets
+// EOPNOTSUPP from the uverbs core. On rxe the completions move to a new ring,
+// which RxeQueue describes afterwards; a data path polling the old ring must
+// move with it, with every poller held off (dataplane.CQ.Resize runs Resize
+// for that).
+func (cq *CQ) Resize(cqe int) (uint32, error) {
+	const verb = "resize cq"
+	if cqe <= 0 || cqe > 1<<31-1 {
+		return 0, verbError(verb, errInvalid("cqe %d", cqe))
+	}
+	if err := cq.lock(verb); err != nil {
+		return 0, err
+	}
+	defer cq.ctx.mu.Unlock()
+	req := uapi.IbUverbsResizeCq{CqHandle: cq.handle, Cqe: uint32(cqe)}
+	var resp uapi.IbUverbsResizeCqResp
+	w := &writeCmd{cmd: uapi.IB_USER_VERBS_CMD_RESIZE_CQ, in: bytesOf(&req), out: bytesOf(&resp)}
+	var drv uapi.RxeResizeCqResp
+	if cq.ctx.info.Driver.Kind == DriverRXE {
+		w.uhwOut = bytesOf(&drv) // rxe_resize_cq writes the new ring's mmap info there
+	}
+	if err := cq.ctx.cmd.execWrite(w); err != nil {
+		return 0, verbError(verb, err)
+	}
+	cq.cqe = resp.Cqe
+	if cq.ctx.info.Driver.Kind == DriverRXE {
+		// As written back, unchecked: the data path validates the ring
+		// when it maps it, and refuses a bad one.
+		mi := drv.Mi
+		cq.ring = &mi
+	}
+	return resp.Cqe, nil
 }
 
 // rxeMminfo decodes one struct mminfo at offset off of an rxe driver response.

@@ -85,6 +85,48 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	return srq, nil
 }
 
+// SRQType is enum ibv_srq_type.
+type SRQType uint32
+
+// The SRQ types of ibv_create_srq_ex.
+const (
+	SRQTypeBasic SRQType = 0
+	SRQTypeXRC   SRQType = 1
+	SRQTypeTM    SRQType = 2
+)
+
+// SRQInitAttrEx is CreateSRQEx's request (ibv_srq_init_attr_ex in Go terms).
+type SRQInitAttrEx struct {
+	SRQInitAttr
+	Type       SRQType
+	CQ         *CQ    // XRC and TM: the CQ of the SRQ's completions
+	MaxNumTags uint32 // TM
+}
+
+// CreateSRQEx is ibv_create_srq_ex: a basic SRQ is CreateSRQ's (its CQ
+// ignored, as librxe's path does); XRC needs an XRC domain, which this
+// provider does not have, and tag matching a data path it does not have, so
+// both are ErrNotSupported (EOPNOTSUPP) after libibverbs' own argument
+// checks (EINVAL): XRC without a CQ, TM without a CQ or tags.
+func (pd *PD) CreateSRQEx(attr SRQInitAttrEx) (*SRQ, error) {
+	const verb = "create srq"
+	switch attr.Type {
+	case SRQTypeBasic:
+		return pd.CreateSRQ(attr.SRQInitAttr)
+	case SRQTypeXRC:
+		if attr.CQ == nil {
+			return nil, verbError(verb, errInvalid("an XRC SRQ needs a CQ"))
+		}
+		return nil, verbError(verb, errNotSupported("XRC SRQs (no XRC domains)", 0))
+	case SRQTypeTM:
+		if attr.CQ == nil || attr.MaxNumTags == 0 {
+			return nil, verbError(verb, errInvalid("a tag-matching SRQ needs a CQ and max_num_tags"))
+		}
+		return nil, verbError(verb, errNotSupported("tag-matching SRQs", 0))
+	}
+	return nil, verbError(verb, errInvalid("srq type %d", attr.Type))
+}
+
 // Handle is the kernel's handle of the SRQ.
 func (srq *SRQ) Handle() uint32 { return srq.handle }
 

@@ -3,7 +3,8 @@
 # last runs left under build/ — docs/stock-tools.md and docs/stock-tools-librxe.md
 # from build/stock/{ours,librxe}/<userland>.out, docs/stock-tools-usb4.md from
 # build/usb4/stock/<tree>.out (tests/usb4/run.sh), and the generated table of
-# docs/reliability.md from build/reliability/ours.out (plus the committed control run).
+# docs/reliability.md from build/reliability/ours.out (plus the committed control run),
+# and the generated table of docs/extended-verbs.md from build/cqex/vm.out (cshim/lazyvm.sh).
 # A doc with no run output to take from is left as it is. `make test` never writes
 # these; the benchmarks have their own target (make bench-docs).
 set -euo pipefail
@@ -28,5 +29,10 @@ if [[ -s build/reliability/ours.out ]]; then
   REL_REPORT_ONLY=1 REL_DOC=$PWD/docs/reliability.md tests/reliability/run.sh
 else
   log "no reliability run under build/reliability: docs/reliability.md kept"
+fi
+if [[ -s build/cqex/vm.out ]]; then
+  cshim/cqexdoc.sh "$PWD/build/cqex/vm.out" "$PWD/docs/extended-verbs.md"
+else
+  log "no cshim/lazyvm.sh run under build/cqex: docs/extended-verbs.md kept"
 fi
 git status --short -- docs >&2

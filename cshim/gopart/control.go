@@ -91,7 +91,7 @@ func usb4goCloseContext(h C.uintptr_t) {
 }
 
 //export usb4goQueryDevice
-func usb4goQueryDevice(h C.uintptr_t, attr *C.struct_usb4_device_attr, capFlagsEx *C.uint64_t) (rc C.int) {
+func usb4goQueryDevice(h C.uintptr_t, attr *C.struct_usb4_device_attr, ext *C.struct_usb4_device_attr_ext) (rc C.int) {
 	defer contain("query_device", &rc)
 	forcedPanic("query_device")
 	ctx, ok := lookup[*provider.Context](h)
@@ -145,7 +145,29 @@ func usb4goQueryDevice(h C.uintptr_t, attr *C.struct_usb4_device_attr, capFlagsE
 	attr.max_pkeys = C.uint16_t(a.MaxPkeys)
 	attr.local_ca_ack_delay = C.uint8_t(a.LocalCAAckDelay)
 	attr.phys_port_cnt = C.uint8_t(a.PhysPortCnt)
-	*capFlagsEx = C.uint64_t(a.DeviceCapFlags)
+	// The extended response's members; zero where the kernel's
+	// response_length stopped short (provider.QueryDevice).
+	ext.cap_flags_ex = C.uint64_t(a.DeviceCapFlags)
+	ext.odp_general_caps = C.uint64_t(a.ODPCaps.GeneralCaps)
+	ext.odp_rc_caps = C.uint32_t(a.ODPCaps.RCCaps)
+	ext.odp_uc_caps = C.uint32_t(a.ODPCaps.UCCaps)
+	ext.odp_ud_caps = C.uint32_t(a.ODPCaps.UDCaps)
+	ext.xrc_odp_caps = C.uint32_t(a.ODPCaps.XRCCaps)
+	ext.timestamp_mask = C.uint64_t(a.TimestampMask)
+	ext.hca_core_clock = C.uint64_t(a.HCACoreClock)
+	ext.rss_supported_qpts = C.uint32_t(a.RSSCaps.SupportedQPTs)
+	ext.rss_max_rwq_indirection_tables = C.uint32_t(a.RSSCaps.MaxRWQIndirectionTables)
+	ext.rss_max_rwq_indirection_table_size = C.uint32_t(a.RSSCaps.MaxRWQIndirectionTableSize)
+	ext.max_wq_type_rq = C.uint32_t(a.MaxWQTypeRQ)
+	ext.raw_packet_caps = C.uint32_t(a.RawPacketCaps)
+	ext.tm_max_rndv_hdr_size = C.uint32_t(a.TMCaps.MaxRndvHdrSize)
+	ext.tm_max_num_tags = C.uint32_t(a.TMCaps.MaxNumTags)
+	ext.tm_flags = C.uint32_t(a.TMCaps.Flags)
+	ext.tm_max_ops = C.uint32_t(a.TMCaps.MaxOps)
+	ext.tm_max_sge = C.uint32_t(a.TMCaps.MaxSGE)
+	ext.max_cq_moderation_count = C.uint16_t(a.MaxCQModeration)
+	ext.max_cq_moderation_period = C.uint16_t(a.MaxCQModPeriod)
+	ext.max_dm_size = C.uint64_t(a.MaxDMSize)
 	return 0
 }
 

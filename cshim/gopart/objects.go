@@ -195,6 +195,37 @@ func usb4goDestroyCQ(h C.uintptr_t, out *C.struct_usb4_event_counts) (rc C.int) 
 	return 0
 }
 
+// usb4goResizeCQ asks the kernel for at least cqe entries and reports what
+// it granted; an rxe CQ's data path moves to the kernel's new ring with its
+// pollers held off.
+//
+//export usb4goResizeCQ
+func usb4goResizeCQ(h C.uintptr_t, cqe C.int, granted *C.uint32_t) (rc C.int) {
+	defer contain("resize_cq", &rc)
+	forcedPanic("resize_cq")
+	e, ok := lookup[*cqEntry](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	var resized bool
+	err := e.dp.Resize(func() (uint64, uint32, error) {
+		if _, err := e.cq.Resize(int(cqe)); err != nil {
+			return 0, 0, err
+		}
+		resized = true
+		mi, _ := e.cq.RxeQueue()
+		return mi.Offset, mi.Size, nil
+	})
+	if err != nil && resized {
+		fmt.Fprintf(os.Stderr, "libusb4_rdma: resize_cq: the kernel resized CQ %d but its new ring is unusable (%v); polling it fails from now on\n",
+			e.cq.Handle(), err)
+	}
+	if resized {
+		*granted = C.uint32_t(e.cq.CQE())
+	}
+	return errnoOf(err)
+}
+
 func capFromC(c *C.struct_usb4_ibv_qp_cap) provider.QPCap {
 	return provider.QPCap{MaxSendWR: uint32(c.max_send_wr), MaxRecvWR: uint32(c.max_recv_wr),
 		MaxSendSGE: uint32(c.max_send_sge), MaxRecvSGE: uint32(c.max_recv_sge), MaxInlineData: uint32(c.max_inline_data)}

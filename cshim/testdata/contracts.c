@@ -1,6 +1,6 @@
 // Opens the device named argv[1] through libibverbs and prints, one line
 // each, what the errno contracts of our ops table give: the ops left to
-// libibverbs' dummies on purpose (dmabuf probe, create_cq_ex), argument
+// libibverbs' dummies on purpose (dmabuf probe), create_cq_ex's refusals, argument
 // checks made in C, and a fork() child's control verb (ENOSYS, no hang).
 // Run with testdata/gostub.c standing in for Go (shim_test.go).
 #define _GNU_SOURCE
@@ -71,9 +71,10 @@ int main(int argc, char **argv)
 		errno = 0;
 		report("reg_dmabuf_mr_fd-1", ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0));
 	}
-	struct ibv_cq_init_attr_ex cqx = {.cqe = 1};
+	// Completion timestamps: refused in C, before any Go (cqex.c).
+	struct ibv_cq_init_attr_ex cqx = {.cqe = 1, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
 	errno = 0;
-	report("create_cq_ex", ibv_create_cq_ex(ctx, &cqx));
+	report("create_cq_ex_timestamp", ibv_create_cq_ex(ctx, &cqx));
 	errno = 0;
 	report("create_cq_cqe0", ibv_create_cq(ctx, 0, NULL, NULL, 0));
 	errno = 0;

@@ -52,9 +52,9 @@ void usb4goCloseContext(uintptr_t handle)
 	free(h);
 }
 
-int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, uint64_t *cap_flags_ex)
+int usb4goQueryDevice(uintptr_t ctx, struct usb4_device_attr *attr, struct usb4_device_attr_ext *ext)
 {
-	(void)ctx, (void)attr, (void)cap_flags_ex;
+	(void)ctx, (void)attr, (void)ext;
 	return EOPNOTSUPP;
 }
 
@@ -227,6 +227,12 @@ int usb4goCreateCQ(uintptr_t ctx, int cqe, int channel_fd, int comp_vector, uint
 int usb4goDestroyCQ(uintptr_t cq, struct usb4_event_counts *ev)
 {
 	return stub_destroy(cq, ev, true);
+}
+
+int usb4goResizeCQ(uintptr_t cq, int cqe, uint32_t *granted)
+{
+	(void)cq, (void)cqe, (void)granted;
+	return EOPNOTSUPP;
 }
 
 int usb4goCreateQP(uintptr_t pd, struct usb4_qp_req *req, struct usb4_obj_info *out)

@@ -115,13 +115,14 @@ static void check_port_speed(struct ibv_context *ctx)
 	       rc, rc > 0 ? errname(rc) : "-", (unsigned long long)speed);
 }
 
-// The dmabuf probe (fd -1) and create_cq_ex: EOPNOTSUPP, never another errno.
+// The dmabuf probe (fd -1) and create_cq_ex with completion timestamps:
+// EOPNOTSUPP, never another errno (a plain create_cq_ex: testdata/cqex.c).
 static void check_dummies(struct ibv_context *ctx, struct ibv_pd *pd)
 {
 	errno = 0;
 	struct ibv_mr *mr = ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE);
 	int e1 = errno;
-	struct ibv_cq_init_attr_ex cqx = {.cqe = 4};
+	struct ibv_cq_init_attr_ex cqx = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
 	errno = 0;
 	struct ibv_cq_ex *cq = ibv_create_cq_ex(ctx, &cqx);
 	int e2 = errno;

@@ -48,6 +48,23 @@ int usb4v_bench_poll_empty(struct usb4v_cq *cq, long n, int fast)
 	return 0;
 }
 
+/* n ibv_start_poll misses on an empty CQ (the extended poll API's empty
+ * poll), through the inline rxe entry cshim installs on rxe CQs, the
+ * generic one otherwise. EIO if a start_poll found something. */
+int usb4v_bench_start_poll_empty(struct usb4v_cq *cq, struct usb4v_cq_cursor *c, long n)
+{
+	for (long i = 0; i < n; i++) {
+		int rc = cq->backend == USB4V_BACKEND_RXE ? usb4v_rxe_start_poll_fast(cq, c) : usb4v_cq_start_poll(cq, c);
+		if (rc == 0) {
+			usb4v_cq_end_poll(cq, c);
+			return EIO;
+		}
+		if (rc != ENOENT)
+			return rc;
+	}
+	return 0;
+}
+
 /* The inline fast path as a function Go can call (tests). */
 int usb4v_rxe_poll_cq_fast_for_test(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 {

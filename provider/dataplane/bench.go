@@ -5,6 +5,7 @@ package dataplane
 #include "engine.h"
 int usb4v_bench_post_poll(struct usb4v_qp *qp, struct usb4v_cq *cq, struct usb4v_ibv_send_wr *wr, long n);
 int usb4v_bench_poll_empty(struct usb4v_cq *cq, long n, int fast);
+int usb4v_bench_start_poll_empty(struct usb4v_cq *cq, struct usb4v_cq_cursor *c, long n);
 int usb4v_rxe_poll_cq_fast_for_test(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 int usb4v_stress_post_threads(struct usb4v_qp *qp, struct usb4v_cq *cq, const struct usb4v_ibv_send_wr *tmpl,
 			      int threads, long per);
@@ -55,6 +56,19 @@ func (cq *CQ) pollEmptyLoopC(n int, fast bool) error {
 	}
 	if rc := C.usb4v_bench_poll_empty(cq.c, C.long(n), f); rc != 0 {
 		return fmt.Errorf("empty poll loop: %w", unix.Errno(rc))
+	}
+	return nil
+}
+
+// startPollEmptyLoopC runs n ibv_start_poll misses on the (empty) CQ inside
+// one C call.
+func (cq *CQ) startPollEmptyLoopC(n int) error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	k := cq.NewCursor()
+	defer k.Free()
+	if rc := C.usb4v_bench_start_poll_empty(cq.c, k.c, C.long(n)); rc != 0 {
+		return fmt.Errorf("empty start_poll loop: %w", unix.Errno(rc))
 	}
 	return nil
 }

@@ -75,6 +75,21 @@ func BenchmarkPollEmptyC(b *testing.B) {
 	}
 }
 
+// The ibv_start_poll miss (ENOENT) on an empty CQ of each backend, against
+// which BenchmarkPollEmptyC/fast is the poll_cq cost it must stay within
+// on rxe.
+func BenchmarkStartPollEmptyC(b *testing.B) {
+	for _, be := range []string{"rxe", "kcmd", "cqring"} {
+		b.Run(be, func(b *testing.B) {
+			_, cq, _ := benchEnv(b, be)
+			b.ResetTimer()
+			if err := cq.startPollEmptyLoopC(b.N); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
 // Posters and pollers on different goroutines (run with -race).
 func TestConcurrentPostAndPoll(t *testing.T) {
 	for _, m := range usb4Modes {

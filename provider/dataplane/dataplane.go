@@ -332,6 +332,38 @@ func (s *SRQ) Resize(modify func() (offset uint64, size uint32, err error)) (err
 	return err
 }
 
+// Resize runs resize, the RESIZE_CQ command, with every poller of the CQ
+// held off, and then moves an rxe CQ to the ring at the offset and size the
+// kernel wrote back: rxe copies the outstanding completions into a new ring
+// during the command, from the consumer index the pollers published. On
+// other backends it only runs resize. If the new ring cannot be mapped,
+// Resize returns why and every later poll fails with that errno.
+func (cq *CQ) Resize(resize func() (offset uint64, size uint32, err error)) (err error) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.c == nil {
+		return fmt.Errorf("resize cq data path: %w", unix.EBADF)
+	}
+	// An rxe CQ's lock is a spinlock: unlocked by the thread that took it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	C.usb4v_cq_resize_begin(cq.c)
+	var remap C.int
+	var offset uint64
+	var size uint32
+	defer func() { // also when resize panics: pollers must not spin forever
+		rc := C.usb4v_cq_resize_end(cq.c, remap, C.uint64_t(offset), C.size_t(size))
+		if err == nil {
+			err = errnoErr("map resized cq ring", rc)
+		}
+	}()
+	offset, size, err = resize()
+	if err == nil {
+		remap = 1
+	}
+	return err
+}
+
 // PostRecv posts receive work requests to the SRQ.
 func (s *SRQ) PostRecv(wrs []RecvWR) error {
 	return s.scratch.postRecv("post srq recv", wrs, func(first *C.struct_usb4v_ibv_recv_wr, bad **C.struct_usb4v_ibv_recv_wr) C.int {

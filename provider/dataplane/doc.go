@@ -29,6 +29,13 @@
 // (request tail; -ESTALE, -EOVERFLOW with the queue in error), hellas'
 // NOP-only KICK. Not yet against the real module.
 //
+// The extended poll API (ibv_start_poll / ibv_next_poll / ibv_end_poll) is
+// cqex.c: a cursor per ibv_cq_ex that holds the CQ from start to end as
+// librxe does, over each backend (rxe ring in place, kernel-command batches
+// with a stash that every poller drains first, the rest one poll at a time);
+// Cursor is its Go face. CQ.Resize moves an rxe CQ to the kernel's new ring
+// with its pollers held off.
+//
 // Every kernel interaction goes through a syscall seam (struct usb4v_sys) so
 // test doubles of the usb4 kernel side can stand in for it.
 package dataplane

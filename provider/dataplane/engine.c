@@ -210,6 +210,45 @@ static int poll_backend(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	}
 }
 
+/* What a kernel-command start_poll batch left (cqex.c) goes out first. */
+static int stash_take(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
+{
+	int n = 0;
+	while (n < ne && cq->stash_n) {
+		wc[n++] = cq->stash[cq->stash_pos++];
+		cq->stash_n--;
+	}
+	if (!cq->stash_n)
+		cq->stash_pos = 0;
+	return n;
+}
+
+int usb4v_poll_cq_kcmd_held(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
+{
+	int s = stash_take(cq, ne, wc);
+	if (s == ne)
+		return s;
+	ne -= s;
+	wc += s;
+	pthread_spin_lock(&cq->lock);
+	int n = cq->error;
+	/* DV QPs feed this CQ: their send completions come from their DV CQs,
+	 * everything else (receives, other QPs) from the backend. */
+	if (n == 0 && cq->dv_qps)
+		n = usb4v_dv_poll_merge(cq, ne, wc);
+	pthread_spin_unlock(&cq->lock);
+	/* The POLL_CQ write() runs without the spinlock: other pollers wait
+	 * on poll_mu, and it uses nothing else the spinlock guards. */
+	int m = 0;
+	if (n >= 0 && n < ne)
+		m = usb4v_kcmd_poll_cq(cq, ne - n, wc + n);
+	if (n < 0)
+		return s ? s : n;
+	if (m < 0)
+		return s + n ? s + n : m;
+	return s + n + m;
+}
+
 int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 {
 	/* ne <= 0 polls nothing and reports 0, as rxe and mlx5 do: callers
@@ -219,25 +258,20 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	if (!cq || !wc)
 		return -EINVAL;
 	/* The backend is fixed before the CQ is handed out (attach). */
-	int kcmd = cq->backend == USB4V_BACKEND_KCMD;
-	if (kcmd)
+	if (cq->backend == USB4V_BACKEND_KCMD) {
 		pthread_mutex_lock(&cq->poll_mu);
+		int n = usb4v_poll_cq_kcmd_held(cq, ne, wc);
+		pthread_mutex_unlock(&cq->poll_mu);
+		return n;
+	}
 	pthread_spin_lock(&cq->lock);
 	int n = cq->error;
-	/* DV QPs feed this CQ: their send completions come from their DV CQs,
-	 * everything else (receives, other QPs) from the backend. */
 	if (n == 0 && cq->dv_qps)
 		n = usb4v_dv_poll_merge(cq, ne, wc);
-	int more = n >= 0 && n < ne, m = 0;
-	if (more && !kcmd)
+	int m = 0;
+	if (n >= 0 && n < ne)
 		m = poll_backend(cq, ne - n, wc + n);
 	pthread_spin_unlock(&cq->lock);
-	/* The POLL_CQ write() runs without the spinlock: other pollers wait
-	 * on poll_mu, and it uses nothing else the spinlock guards. */
-	if (more && kcmd)
-		m = usb4v_kcmd_poll_cq(cq, ne - n, wc + n);
-	if (kcmd)
-		pthread_mutex_unlock(&cq->poll_mu);
 	if (n < 0)
 		return n;
 	if (m < 0)
@@ -314,8 +348,8 @@ struct usb4v_cq *usb4v_cq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t 
 	return cq;
 }
 
-static int ring_setup(const struct usb4v_sys *sys, int fd, struct usb4v_rxe_ring *r,
-		      void *addr, uint64_t offset, size_t size, size_t min_elem)
+int usb4v_rxe_ring_setup(const struct usb4v_sys *sys, int fd, struct usb4v_rxe_ring *r,
+			 void *addr, uint64_t offset, size_t size, size_t min_elem)
 {
 	if (size < sizeof(struct usb4v_rxe_queue_buf))
 		return -EINVAL;
@@ -343,7 +377,7 @@ static int ring_setup(const struct usb4v_sys *sys, int fd, struct usb4v_rxe_ring
 	return 0;
 }
 
-static void ring_release(const struct usb4v_sys *sys, struct usb4v_rxe_ring *r)
+void usb4v_rxe_ring_release(const struct usb4v_sys *sys, struct usb4v_rxe_ring *r)
 {
 	if (r->buf && r->owned)
 		sys->munmap(sys->ctx, r->buf, r->map_len);
@@ -352,7 +386,7 @@ static void ring_release(const struct usb4v_sys *sys, struct usb4v_rxe_ring *r)
 
 int usb4v_cq_attach_rxe(struct usb4v_cq *cq, void *addr, uint64_t offset, size_t size)
 {
-	int rc = ring_setup(cq->sys, cq->cmd_fd, &cq->rxe, addr, offset, size,
+	int rc = usb4v_rxe_ring_setup(cq->sys, cq->cmd_fd, &cq->rxe, addr, offset, size,
 			    sizeof(struct usb4v_ib_uverbs_wc));
 	if (rc == 0) {
 		pthread_spin_lock(&cq->lock);
@@ -367,10 +401,11 @@ void usb4v_cq_free(struct usb4v_cq *cq)
 {
 	if (!cq)
 		return;
-	ring_release(cq->sys, &cq->rxe);
+	usb4v_rxe_ring_release(cq->sys, &cq->rxe);
 	if (cq->shm.hdr)
 		cq->sys->munmap(cq->sys->ctx, cq->shm.hdr, cq->shm.map_len);
 	free(cq->pollbuf);
+	free(cq->stash);
 	pthread_mutex_destroy(&cq->poll_mu);
 	pthread_spin_destroy(&cq->lock);
 	free(cq);
@@ -400,7 +435,7 @@ static size_t srq_min_elem(const struct usb4v_srq *srq)
 
 int usb4v_srq_attach_rxe(struct usb4v_srq *srq, void *addr, uint64_t offset, size_t size)
 {
-	int rc = ring_setup(srq->sys, srq->cmd_fd, &srq->rq, addr, offset, size, srq_min_elem(srq));
+	int rc = usb4v_rxe_ring_setup(srq->sys, srq->cmd_fd, &srq->rq, addr, offset, size, srq_min_elem(srq));
 	if (rc == 0)
 		srq->backend = USB4V_BACKEND_RXE;
 	return rc;
@@ -416,10 +451,10 @@ int usb4v_srq_resize_end(struct usb4v_srq *srq, int remap, uint64_t offset, size
 	int rc = 0;
 	if (remap && srq->backend == USB4V_BACKEND_RXE) {
 		struct usb4v_rxe_ring next = {0};
-		rc = ring_setup(srq->sys, srq->cmd_fd, &next, NULL, offset, size, srq_min_elem(srq));
+		rc = usb4v_rxe_ring_setup(srq->sys, srq->cmd_fd, &next, NULL, offset, size, srq_min_elem(srq));
 		/* The kernel reads only the new ring now: the old one goes
 		 * either way, and without a new one posting must fail. */
-		ring_release(srq->sys, &srq->rq);
+		usb4v_rxe_ring_release(srq->sys, &srq->rq);
 		if (rc == 0)
 			srq->rq = next;
 		else
@@ -433,7 +468,7 @@ void usb4v_srq_free(struct usb4v_srq *srq)
 {
 	if (!srq)
 		return;
-	ring_release(srq->sys, &srq->rq);
+	usb4v_rxe_ring_release(srq->sys, &srq->rq);
 	pthread_mutex_destroy(&srq->lock);
 	free(srq);
 }
@@ -479,14 +514,14 @@ int usb4v_qp_attach_rxe(struct usb4v_qp *qp, void *sq_addr, uint64_t sq_off, siz
 	size_t sq_elem = sizeof(struct usb4v_rxe_send_wqe) + qp->max_send_sge * sizeof(struct usb4v_rxe_sge);
 	if (sq_elem < sizeof(struct usb4v_rxe_send_wqe) + qp->max_inline)
 		sq_elem = sizeof(struct usb4v_rxe_send_wqe) + qp->max_inline;
-	int rc = ring_setup(qp->sys, qp->cmd_fd, &qp->sq, sq_addr, sq_off, sq_size, sq_elem);
+	int rc = usb4v_rxe_ring_setup(qp->sys, qp->cmd_fd, &qp->sq, sq_addr, sq_off, sq_size, sq_elem);
 	if (rc < 0)
 		return rc;
 	if (!qp->srq) {
-		rc = ring_setup(qp->sys, qp->cmd_fd, &qp->rq, rq_addr, rq_off, rq_size,
+		rc = usb4v_rxe_ring_setup(qp->sys, qp->cmd_fd, &qp->rq, rq_addr, rq_off, rq_size,
 				sizeof(struct usb4v_rxe_recv_wqe) + qp->max_recv_sge * sizeof(struct usb4v_rxe_sge));
 		if (rc < 0) {
-			ring_release(qp->sys, &qp->sq);
+			usb4v_rxe_ring_release(qp->sys, &qp->sq);
 			return rc;
 		}
 		qp->recv_backend = USB4V_BACKEND_RXE;
@@ -537,8 +572,8 @@ static void qp_release(struct usb4v_qp *qp, uint32_t driver_id, int destroy_queu
 		free(qp->dv->db);
 		free(qp->dv);
 	}
-	ring_release(qp->sys, &qp->sq);
-	ring_release(qp->sys, &qp->rq);
+	usb4v_rxe_ring_release(qp->sys, &qp->sq);
+	usb4v_rxe_ring_release(qp->sys, &qp->rq);
 	pthread_spin_destroy(&qp->sq_lock);
 	pthread_spin_destroy(&qp->rq_lock);
 	free(qp);

@@ -256,6 +256,11 @@ struct usb4v_cq {
 	/* kernel-command poll scratch */
 	uint8_t *pollbuf;
 	size_t pollbuf_len;
+	/* Completions a kernel-command ibv_start_poll batch took from the
+	 * kernel and ibv_end_poll left unread (cqex.c): every poller hands
+	 * them out first. Guarded by poll_mu. */
+	struct usb4v_ibv_wc *stash;
+	uint32_t stash_pos, stash_n;
 	char fallback_reason[96];
 };
 
@@ -313,6 +318,41 @@ int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
 int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 int usb4v_req_notify_cq(struct usb4v_cq *cq, int solicited_only);
 
+/*
+ * The extended poll API (ibv_start_poll / ibv_next_poll / ibv_end_poll,
+ * cqex.c). A cursor belongs to one ibv_cq_ex; between a start_poll that
+ * returned 0 and the end_poll it holds the CQ as librxe does: the rxe ring
+ * under cq->lock (read in place, consumed as next_poll moves on), kernel
+ * commands under cq->poll_mu (POLL_CQ batches of USB4V_CQ_EX_BATCH, the
+ * rest kept in cq->stash for the next poller of any kind), every other case
+ * (mapped CQ ring, DV merge, a latched error) under the cursor's mutex, one
+ * usb4v_poll_cq at a time. start/next return 0, ENOENT when the CQ is
+ * empty, or the errno poll_cq would return negated (the hold is then
+ * released). end_poll by a thread that holds nothing is a no-op.
+ */
+enum { USB4V_CQ_EX_BATCH = 16 };
+enum {
+	USB4V_CURSOR_IDLE = 0,
+	USB4V_CURSOR_RING = 1,
+	USB4V_CURSOR_KCMD = 2,
+	USB4V_CURSOR_GENERIC = 3,
+};
+struct usb4v_cq_cursor {
+	int mode;              /* USB4V_CURSOR_*, atomic: what the holder took */
+	pthread_t owner;       /* the holder, valid while mode != IDLE */
+	uint32_t cons;         /* RING: ring index of cur, or of the next one */
+	int live;              /* RING: cur still occupies slot cons */
+	pthread_mutex_t mu;    /* GENERIC */
+	struct usb4v_ibv_wc cur; /* the completion the accessors read */
+};
+void usb4v_cq_cursor_init(struct usb4v_cq_cursor *c);
+void usb4v_cq_cursor_destroy(struct usb4v_cq_cursor *c);
+int usb4v_cq_start_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c);
+int usb4v_cq_next_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c);
+void usb4v_cq_end_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c);
+/* poll_cq of a kernel-command CQ with poll_mu already held (engine.c). */
+int usb4v_poll_cq_kcmd_held(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
+
 /* ---- object lifecycle (called by the control path) ---- */
 struct usb4v_cq *usb4v_cq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t cqe);
 /* rxe: map (or adopt, if addr != NULL) the CQ ring. 0 or -errno. */
@@ -322,6 +362,16 @@ int usb4v_cq_attach_rxe(struct usb4v_cq *cq, void *addr, uint64_t offset, size_t
  * in cq->fallback_reason. Returns 1 when the ring is in use. */
 int usb4v_cq_try_shm(struct usb4v_cq *cq, const struct usb4v_tbv_uresp_create_cq *tail,
 		     uint32_t requested_cqe);
+/* Resizing an rxe CQ (resize_cq): the kernel copies the outstanding
+ * completions into a new ring during RESIZE_CQ, from the consumer index we
+ * published, so pollers are held off (cq->lock, as librxe holds its CQ
+ * lock) from before the command (begin) until the engine is on the new
+ * ring (end with remap set and the ring's mmap offset and size as the
+ * kernel wrote them back; remap 0 when the command failed). end returns 0
+ * or a negative errno; after a failed remap every poll returns that errno.
+ * Other backends only bracket the command. */
+void usb4v_cq_resize_begin(struct usb4v_cq *cq);
+int usb4v_cq_resize_end(struct usb4v_cq *cq, int remap, uint64_t offset, size_t size);
 void usb4v_cq_free(struct usb4v_cq *cq);
 
 struct usb4v_srq *usb4v_srq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t max_sge);
@@ -369,6 +419,11 @@ void usb4v_srq_mark_gone(struct usb4v_srq *srq);
 const char *usb4v_backend_name(int backend);
 
 /* ---- helpers shared by backends (engine.c) ---- */
+/* Maps (addr NULL) or adopts a kernel rxe ring and validates its header
+ * against the element size; 0 or -errno. release unmaps what setup mapped. */
+int usb4v_rxe_ring_setup(const struct usb4v_sys *sys, int fd, struct usb4v_rxe_ring *r, void *addr,
+			 uint64_t offset, size_t size, size_t min_elem);
+void usb4v_rxe_ring_release(const struct usb4v_sys *sys, struct usb4v_rxe_ring *r);
 void usb4v_uwc_to_ibv(const struct usb4v_ib_uverbs_wc *in, struct usb4v_ibv_wc *out);
 /* The same, for the rxe fast path to inline. */
 static inline void usb4v_uwc_to_ibv_inline(const struct usb4v_ib_uverbs_wc *in, struct usb4v_ibv_wc *out)

@@ -15,6 +15,8 @@
 #ifndef USB4V_RXE_RING_H
 #define USB4V_RXE_RING_H
 
+#include <errno.h>
+
 #include "engine.h"
 
 /* Producer side; caller holds the queue's producer lock. */
@@ -77,6 +79,33 @@ static inline int usb4v_rxe_poll_cq_fast(struct usb4v_cq *cq, int ne, struct usb
 	int n = rxe_poll_locked(cq, ne, wc);
 	pthread_spin_unlock(&cq->lock);
 	return n;
+}
+
+/*
+ * ibv_start_poll for CQs on rxe rings, for cshim to inline (cqex.c): the
+ * empty case is lock, one flags word, one acquire load, unlock, as the
+ * poll_cq fast path above. Everything else goes to usb4v_cq_start_poll.
+ */
+static inline int usb4v_rxe_start_poll_fast(struct usb4v_cq *cq, struct usb4v_cq_cursor *c)
+{
+	pthread_spin_lock(&cq->lock);
+	if (__builtin_expect(cq->slow != 0, 0)) {
+		pthread_spin_unlock(&cq->lock);
+		return usb4v_cq_start_poll(cq, c);
+	}
+	struct usb4v_rxe_queue_buf *q = cq->rxe.buf;
+	uint32_t cons = __atomic_load_n(&q->consumer_index, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&q->producer_index, __ATOMIC_ACQUIRE) == cons) {
+		pthread_spin_unlock(&cq->lock);
+		return ENOENT;
+	}
+	c->cons = cons;
+	c->live = 1;
+	const void *cqe = cq->rxe.data + ((size_t)(cons & cq->rxe.mask) << cq->rxe.log2_elem);
+	usb4v_uwc_to_ibv_inline(cqe, &c->cur);
+	c->owner = pthread_self();
+	__atomic_store_n(&c->mode, USB4V_CURSOR_RING, __ATOMIC_RELAXED);
+	return 0;
 }
 
 #endif

@@ -10,6 +10,8 @@
  *   pair_ns       post_send + ibv_poll_cq() until that completion arrives
  *   poll_hit_ns   the ibv_poll_cq() call that returns the completion
  *   poll_empty_ns one ibv_poll_cq() on a CQ that has nothing
+ *   start_poll_empty_ns  one ibv_start_poll() on an empty extended CQ (its
+ *                 ENOENT miss; skipped, no line, where create_cq_ex fails)
  * and prints one "@@BENCH ... metric=NAME value=V" line per figure, plus the
  * provider that served DEV0 (served=NAME, from its verbs_device_ops).
  *
@@ -261,12 +263,28 @@ int main(int argc, char **argv)
 			die("ibv_poll_cq(empty)", EPROTO);
 	double empty_ns = (now_ns() - e0) / (double)empty_iters;
 
+	/* The extended poll API's miss, on a CQ ex nothing completes into. */
+	struct ibv_cq_init_attr_ex cxa = {.cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS};
+	struct ibv_cq_ex *cqx = ibv_create_cq_ex(b.ctx, &cxa);
+	double start_empty_ns = -1;
+	if (cqx) {
+		struct ibv_poll_cq_attr pa = {0};
+		double s0 = now_ns();
+		for (long i = 0; i < empty_iters; i++)
+			if (ibv_start_poll(cqx, &pa) != ENOENT)
+				die("ibv_start_poll(empty)", EPROTO);
+		start_empty_ns = (now_ns() - s0) / (double)empty_iters;
+		ibv_destroy_cq(ibv_cq_ex_to_cq(cqx));
+	}
+
 	emit("load_us", (t1 - t0) / 1e3);
 	emit("open_us", (t3 - t2) / 1e3);
 	emit("post_ns", post_sum / (double)iters);
 	emit("poll_hit_ns", hit_sum / (double)iters);
 	emit("pair_ns", pair_ns);
 	emit("poll_empty_ns", empty_ns);
+	if (start_empty_ns >= 0)
+		emit("start_poll_empty_ns", start_empty_ns);
 
 	ibv_destroy_qp(a.qp);
 	ibv_destroy_qp(b.qp);

@@ -110,7 +110,8 @@ usb4_diag_boot() {
 }
 
 # usb4_stock_files TREE: STOCK_FILES, the guest's /opt/usb4verbs: tests/stock/guest.sh
-# (its usb4 mode, which guest-smoke.sh runs after the smoke checks) and its settings;
+# (its usb4 mode, which guest-smoke.sh runs after the smoke checks) and its settings,
+# and cshim/testdata/cqex.c built (guest-smoke.sh's cqex checks);
 # STOCK_OUT, where the run's output is kept for the doc (tests/usb4/stock-doc.sh).
 usb4_stock_files() {
   local cases=${USB4_STOCK_CASES:-}
@@ -118,6 +119,9 @@ usb4_stock_files() {
   STOCK_OUT="$REPO/build/usb4/stock/$1.out"
   rm -rf "$STOCK_FILES"; mkdir -p "$STOCK_FILES"
   install -m755 "$REPO/tests/stock/guest.sh" "$STOCK_FILES/guest.sh"
+  # The extended CQ verbs through libibverbs (issue 14), which guest-smoke.sh runs.
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$STOCK_FILES/cqex" "$REPO/cshim/testdata/cqex.c" -libverbs ||
+    result FAIL "usb4/$1/cqex/build" "gcc cshim/testdata/cqex.c"
   {
     printf 'MODE=usb4\nITERS=%s\nTIMEOUT=%s\nBIG_ITERS=%s\n' "${USB4_STOCK_ITERS:-1000}" \
       "${USB4_STOCK_TIMEOUT:-60}" "${USB4_STOCK_BIG_ITERS:-100}"

@@ -59,7 +59,7 @@ func isRate(k Key) bool {
 }
 func isCall(k Key) bool {
 	return k.Tool == "micro" && (k.Metric == "post_ns" || k.Metric == "poll_hit_ns" ||
-		k.Metric == "pair_ns" || k.Metric == "poll_empty_ns")
+		k.Metric == "pair_ns" || k.Metric == "poll_empty_ns" || k.Metric == "start_poll_empty_ns")
 }
 func isRSS(k Key) bool {
 	return (k.Tool == "proc" && strings.HasSuffix(k.Metric, "_rss_kb")) ||

@@ -419,8 +419,14 @@ void usb4v_wr_abort(struct usb4v_qp *qp);
  * 8 bytes from wr.atomic.swap (offset 16), which does not overlap them. */
 void usb4v_wr_build(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *tmpl);
 void usb4v_wr_set_sge_list(struct usb4v_qp *qp, size_t n, const struct usb4v_ibv_sge *sge);
-/* Inline data from n buffers (addr, length; lkey unused). */
-void usb4v_wr_set_inline_list(struct usb4v_qp *qp, size_t n, const struct usb4v_ibv_sge *buf);
+/* struct ibv_data_buf (verbs.h). */
+struct usb4v_ibv_data_buf {
+	void *addr;
+	size_t length;
+};
+_Static_assert(sizeof(struct usb4v_ibv_data_buf) == 16, "ibv_data_buf");
+/* Inline data gathered from n buffers, copied before the call returns. */
+void usb4v_wr_set_inline_list(struct usb4v_qp *qp, size_t n, const struct usb4v_ibv_data_buf *buf);
 void usb4v_wr_set_ud_addr(struct usb4v_qp *qp, struct usb4v_ibv_ah *ah, uint32_t remote_qpn, uint32_t remote_qkey);
 
 /* ---- helpers shared by backends (engine.c) ---- */

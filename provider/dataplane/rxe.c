@@ -68,7 +68,8 @@ static int rxe_post_one(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
 		return EINVAL;
 	/* A bind carries no data (rdma-core:providers/rxe/rxe.c validate_send_wr). */
 	if (wr->opcode == USB4V_WR_BIND_MW &&
-	    (wr->num_sge || wr->imm_data || !wr->ext.bind_mw.mw || !wr->ext.bind_mw.bind_info.mr))
+	    (wr->num_sge || wr->imm_data || !wr->ext.bind_mw.mw ||
+	     (!wr->ext.bind_mw.bind_info.mr && wr->ext.bind_mw.bind_info.length)))
 		return EINVAL;
 	int is_atomic = wr->opcode == USB4V_WR_ATOMIC_CMP_AND_SWP ||
 			wr->opcode == USB4V_WR_ATOMIC_FETCH_AND_ADD;
@@ -113,8 +114,9 @@ static int rxe_post_one(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
 		wqe->iova = wr->wr.atomic.remote_addr;
 		break;
 	case USB4V_WR_BIND_MW: {
-		uint32_t lkey, mw_rkey;
-		memcpy(&lkey, (const uint8_t *)wr->ext.bind_mw.bind_info.mr + USB4V_IBV_MR_LKEY, sizeof(lkey));
+		uint32_t lkey = 0, mw_rkey;
+		if (wr->ext.bind_mw.bind_info.mr) /* NULL: a zero-length bind, which unbinds */
+			memcpy(&lkey, (const uint8_t *)wr->ext.bind_mw.bind_info.mr + USB4V_IBV_MR_LKEY, sizeof(lkey));
 		memcpy(&mw_rkey, (const uint8_t *)wr->ext.bind_mw.mw + USB4V_IBV_MW_RKEY, sizeof(mw_rkey));
 		wqe->wr.wr.mw.addr = wr->ext.bind_mw.bind_info.addr;
 		wqe->wr.wr.mw.length = wr->ext.bind_mw.bind_info.length;

@@ -288,8 +288,9 @@ static void rxe_build(struct usb4v_qp *qp, struct usb4v_wrex *w, const struct us
 		wqe->iova = t->wr.atomic.remote_addr;
 		break;
 	case USB4V_WR_BIND_MW: {
-		uint32_t lkey, mw_rkey;
-		memcpy(&lkey, (const uint8_t *)t->ext.bind_mw.bind_info.mr + USB4V_IBV_MR_LKEY, sizeof(lkey));
+		uint32_t lkey = 0, mw_rkey;
+		if (t->ext.bind_mw.bind_info.mr) /* NULL: a zero-length bind, which unbinds */
+			memcpy(&lkey, (const uint8_t *)t->ext.bind_mw.bind_info.mr + USB4V_IBV_MR_LKEY, sizeof(lkey));
 		memcpy(&mw_rkey, (const uint8_t *)t->ext.bind_mw.mw + USB4V_IBV_MW_RKEY, sizeof(mw_rkey));
 		wqe->wr.wr.mw.addr = t->ext.bind_mw.bind_info.addr;
 		wqe->wr.wr.mw.length = t->ext.bind_mw.bind_info.length;
@@ -386,7 +387,7 @@ void usb4v_wr_set_sge_list(struct usb4v_qp *qp, size_t n, const struct usb4v_ibv
 	wr->send_flags &= ~(uint32_t)USB4V_SEND_INLINE;
 }
 
-void usb4v_wr_set_inline_list(struct usb4v_qp *qp, size_t n, const struct usb4v_ibv_sge *buf)
+void usb4v_wr_set_inline_list(struct usb4v_qp *qp, size_t n, const struct usb4v_ibv_data_buf *buf)
 {
 	struct usb4v_wrex *w = wrex_last(qp, "ibv_wr_set_inline_data");
 	if (!w)
@@ -406,7 +407,7 @@ void usb4v_wr_set_inline_list(struct usb4v_qp *qp, size_t n, const struct usb4v_
 		}
 		uint8_t *p = (uint8_t *)wqe + sizeof(*wqe);
 		for (size_t i = 0; i < n; i++) {
-			memcpy(p, (const void *)(uintptr_t)buf[i].addr, buf[i].length);
+			memcpy(p, buf[i].addr, buf[i].length);
 			p += buf[i].length;
 		}
 		/* The kernel reads inline data by the flag (rxe_req.c). */
@@ -422,7 +423,7 @@ void usb4v_wr_set_inline_list(struct usb4v_qp *qp, size_t n, const struct usb4v_
 	uint8_t *p = w->inl + (size_t)(wr - w->wr) * (qp->max_inline ? qp->max_inline : 1);
 	size_t off = 0;
 	for (size_t i = 0; i < n; i++) {
-		memcpy(p + off, (const void *)(uintptr_t)buf[i].addr, buf[i].length);
+		memcpy(p + off, buf[i].addr, buf[i].length);
 		off += buf[i].length;
 	}
 	wr->sg_list[0].addr = (uint64_t)(uintptr_t)p;

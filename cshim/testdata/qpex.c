@@ -11,6 +11,9 @@
 //
 //   qpex DEV GID_INDEX           compare (our provider in this process)
 //   qpex --rows DEV GID_INDEX    print this process's rows only
+//   qpex --usb4 DEV0 GID0 DEV1 GID1   the usb4 bed (tests/usb4/guest-smoke.sh):
+//                                the cases the module's opcodes allow, A on
+//                                host 0, B on host 1, each row on its own checks
 //
 // Two QPs (A, B) on one device, looped back over its RoCE v2 GID; a fresh
 // pair per case, so an error in one case leaves nothing behind.
@@ -63,15 +66,24 @@ static void check(struct row *r, int cond, const char *what)
 	}
 }
 
+// Side 0 holds QP A and the buffer's first half, side 1 QP B and the
+// second half. On rxe both sides are one device (looped back over its GID)
+// and one MR covers the whole buffer; on usb4 (--usb4) they are the two
+// hosts' devices, each half registered on its own.
 struct bed {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	union ibv_gid gid;
-	int gid_index;
-	struct ibv_mr *mr;
+	struct ibv_context *ctx[2];
+	struct ibv_pd *pd[2];
+	union ibv_gid gid[2];
+	int gid_index[2];
+	struct ibv_mr *mr[2];
 	uint8_t *buf;
 	uint64_t cap_flags_ex;
+	int usb4;
+	uint32_t sge, recv_sge, inl; // what QPs ask for
 };
+
+#define LKA (bd->mr[0]->lkey) // A's buffer
+#define RKB (bd->mr[1]->rkey) // B's buffer, remotely
 
 struct pair {
 	struct ibv_cq *cqa, *cqb;
@@ -103,7 +115,7 @@ static int to_init(struct ibv_qp *qp, enum ibv_qp_type t)
 	return ibv_modify_qp(qp, &a, mask);
 }
 
-static int to_rts(struct bed *bd, struct ibv_qp *qp, enum ibv_qp_type t, uint32_t dest)
+static int to_rts(struct bed *bd, int side, struct ibv_qp *qp, enum ibv_qp_type t, uint32_t dest)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR};
 	int mask = IBV_QP_STATE;
@@ -112,8 +124,8 @@ static int to_rts(struct bed *bd, struct ibv_qp *qp, enum ibv_qp_type t, uint32_
 		a.dest_qp_num = dest;
 		a.ah_attr.is_global = 1;
 		a.ah_attr.port_num = 1;
-		a.ah_attr.grh.dgid = bd->gid;
-		a.ah_attr.grh.sgid_index = (uint8_t)bd->gid_index;
+		a.ah_attr.grh.dgid = bd->gid[!side];
+		a.ah_attr.grh.sgid_index = (uint8_t)bd->gid_index[side];
 		a.ah_attr.grh.hop_limit = 64;
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
 		if (t == IBV_QPT_RC) {
@@ -138,19 +150,19 @@ static int to_rts(struct bed *bd, struct ibv_qp *qp, enum ibv_qp_type t, uint32_
 	return ibv_modify_qp(qp, &a, mask);
 }
 
-static struct ibv_qp *create(struct bed *bd, struct ibv_cq *cq, enum ibv_qp_type t, uint64_t ops, uint32_t wr,
-			     uint32_t sge, uint32_t inl)
+static struct ibv_qp *create(struct bed *bd, int side, struct ibv_cq *cq, enum ibv_qp_type t, uint64_t ops,
+			     uint32_t wr, uint32_t sge, uint32_t inl)
 {
 	struct ibv_qp_init_attr_ex ia = {
 		.send_cq = cq,
 		.recv_cq = cq,
 		.qp_type = t,
-		.cap = {.max_send_wr = wr, .max_recv_wr = 16, .max_send_sge = sge, .max_recv_sge = 4, .max_inline_data = inl},
+		.cap = {.max_send_wr = wr, .max_recv_wr = 16, .max_send_sge = sge, .max_recv_sge = bd->recv_sge, .max_inline_data = inl},
 		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-		.pd = bd->pd,
+		.pd = bd->pd[side],
 		.send_ops_flags = ops,
 	};
-	return ibv_create_qp_ex(bd->ctx, &ia);
+	return ibv_create_qp_ex(bd->ctx[side], &ia);
 }
 
 static void pair_free(struct pair *p)
@@ -171,18 +183,18 @@ static void pair_free(struct pair *p)
 // pair_new: A and B of type t created with send_ops_flags ops, connected
 // (RTS) unless connect is 0 (then both stay in RESET). 0 or an errno, with
 // the step in r.
-static int pair_new(struct bed *bd, struct pair *p, struct row *r, enum ibv_qp_type t, uint64_t ops, uint32_t wr,
-		    int connect)
+static int pair_new_sge(struct bed *bd, struct pair *p, struct row *r, enum ibv_qp_type t, uint64_t ops,
+			uint32_t wr, int connect, uint32_t sge)
 {
 	memset(p, 0, sizeof(*p));
-	p->cqa = ibv_create_cq(bd->ctx, CQE, NULL, NULL, 0);
-	p->cqb = ibv_create_cq(bd->ctx, CQE, NULL, NULL, 0);
+	p->cqa = ibv_create_cq(bd->ctx[0], CQE, NULL, NULL, 0);
+	p->cqb = ibv_create_cq(bd->ctx[1], CQE, NULL, NULL, 0);
 	if (!p->cqa || !p->cqb) {
 		add(r, "create_cq: %s", errname(errno));
 		return errno;
 	}
-	p->a = create(bd, p->cqa, t, ops, wr, 4, 64);
-	p->b = p->a ? create(bd, p->cqb, t, ops, wr, 4, 64) : NULL;
+	p->a = create(bd, 0, p->cqa, t, ops, wr, sge, bd->inl);
+	p->b = p->a ? create(bd, 1, p->cqb, t, ops, wr, sge, bd->inl) : NULL;
 	if (!p->b) {
 		add(r, "create_qp_ex: %s", errname(errno));
 		return errno;
@@ -204,24 +216,30 @@ static int pair_new(struct bed *bd, struct pair *p, struct row *r, enum ibv_qp_t
 		return 0;
 	int rc = to_init(p->a, t);
 	rc = rc ? rc : to_init(p->b, t);
-	rc = rc ? rc : to_rts(bd, p->a, t, p->b->qp_num);
-	rc = rc ? rc : to_rts(bd, p->b, t, p->a->qp_num);
+	rc = rc ? rc : to_rts(bd, 0, p->a, t, p->b->qp_num);
+	rc = rc ? rc : to_rts(bd, 1, p->b, t, p->a->qp_num);
 	if (rc) {
 		add(r, "connect: %s", errname(rc));
 		return rc;
 	}
 	if (t == IBV_QPT_UD) {
 		struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1};
-		aa.grh.dgid = bd->gid;
-		aa.grh.sgid_index = (uint8_t)bd->gid_index;
+		aa.grh.dgid = bd->gid[1];
+		aa.grh.sgid_index = (uint8_t)bd->gid_index[0];
 		aa.grh.hop_limit = 64;
-		p->ah = ibv_create_ah(bd->pd, &aa);
+		p->ah = ibv_create_ah(bd->pd[0], &aa);
 		if (!p->ah) {
 			add(r, "create_ah: %s", errname(errno));
 			return errno;
 		}
 	}
 	return 0;
+}
+
+static int pair_new(struct bed *bd, struct pair *p, struct row *r, enum ibv_qp_type t, uint64_t ops, uint32_t wr,
+		    int connect)
+{
+	return pair_new_sge(bd, p, r, t, ops, wr, connect, bd->sge);
 }
 
 static const char *opname(enum ibv_wc_opcode o)
@@ -293,7 +311,7 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 
 static int post_recv(struct bed *bd, struct ibv_qp *qp, uint64_t id, size_t off, uint32_t len)
 {
-	struct ibv_sge s = {.addr = (uintptr_t)(bd->buf + off), .length = len, .lkey = bd->mr->lkey};
+	struct ibv_sge s = {.addr = (uintptr_t)(bd->buf + off), .length = len, .lkey = bd->mr[off >= HALF]->lkey};
 	struct ibv_recv_wr w = {.wr_id = id, .sg_list = &s, .num_sge = 1}, *bad;
 	return ibv_post_recv(qp, &w, &bad);
 }
@@ -306,6 +324,11 @@ static const uint64_t RC_ALL = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_W
 			       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
 			       IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
 
+// What usb4 QPs ask for: the opcodes the module executes.
+static const uint64_t RC_USB4 = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+				IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ;
+#define RCOPS (bd->usb4 ? RC_USB4 : RC_ALL)
+
 // ---- the cases ----
 
 // A sends len bytes (SGE list of nsge pieces, or inline) to B; B's receive
@@ -315,8 +338,8 @@ static void send_case(struct bed *bd, struct row *r, int imm, int inl, int nsge,
 	struct pair p;
 	uint64_t ops = t == IBV_QPT_UD ? IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM
 		       : t == IBV_QPT_UC ? IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE
-					 : RC_ALL;
-	if (pair_new(bd, &p, r, t, ops, 16, 1))
+					 : RCOPS;
+	if (pair_new_sge(bd, &p, r, t, ops, 16, 1, nsge > 1 && !inl ? 4 : bd->sge))
 		goto out;
 	uint32_t len = inl ? 48 : 3000, grh = t == IBV_QPT_UD ? 40 : 0;
 	if (t == IBV_QPT_UD && len > 900)
@@ -344,13 +367,18 @@ static void send_case(struct bed *bd, struct row *r, int imm, int inl, int nsge,
 		ibv_wr_set_inline_data_list(p.xa, 2, bl);
 		memset(shadow, 0xee, sizeof(shadow));
 	} else if (nsge == 1) {
-		ibv_wr_set_sge(p.xa, bd->mr->lkey, A(0), len);
+		ibv_wr_set_sge(p.xa, LKA, A(0), len);
 	} else {
-		struct ibv_sge sl[3] = {{A(0), 1000, bd->mr->lkey}, {A(1000), 1000, bd->mr->lkey}, {A(2000), len - 2000, bd->mr->lkey}};
+		struct ibv_sge sl[3] = {{A(0), 1000, LKA}, {A(1000), 1000, LKA}, {A(2000), len - 2000, LKA}};
 		ibv_wr_set_sge_list(p.xa, 3, sl);
 	}
 	int rc = ibv_wr_complete(p.xa);
 	add(r, "complete=%s", errname(rc));
+	if (inl && p.max_inline < len) { // usb4: max_inline_data 0
+		check(r, rc == ENOSPC, "ENOSPC for inline data beyond max_inline_data");
+		drain(r, "A", p.cqa, 1, 300, &p, NULL);
+		goto out;
+	}
 	drain(r, "A", p.cqa, 1, 5000, &p, NULL);
 	drain(r, "B", p.cqb, 1, 5000, &p, NULL);
 	check(r, rc == 0, "wr_complete");
@@ -363,7 +391,7 @@ out:
 static void rdma_case(struct bed *bd, struct row *r, int op, enum ibv_qp_type t)
 {
 	struct pair p;
-	uint64_t ops = t == IBV_QPT_UC ? IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM : RC_ALL;
+	uint64_t ops = t == IBV_QPT_UC ? IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM : RCOPS;
 	if (pair_new(bd, &p, r, t, ops, 16, 1))
 		goto out;
 	memset(bd->buf, 0, BUF);
@@ -373,17 +401,17 @@ static void rdma_case(struct bed *bd, struct row *r, int op, enum ibv_qp_type t)
 	p.xa->wr_flags = IBV_SEND_SIGNALED;
 	if (op == IBV_WR_RDMA_READ) {
 		fill(bd->buf + HALF, len, 3);
-		ibv_wr_rdma_read(p.xa, bd->mr->rkey, B(0));
+		ibv_wr_rdma_read(p.xa, RKB, B(0));
 	} else {
 		fill(bd->buf, len, 4);
 		if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
 			check(r, post_recv(bd, p.b, 9, HALF + 8192, 16) == 0, "post_recv");
-			ibv_wr_rdma_write_imm(p.xa, bd->mr->rkey, B(0), htonl(0x5566));
+			ibv_wr_rdma_write_imm(p.xa, RKB, B(0), htonl(0x5566));
 		} else {
-			ibv_wr_rdma_write(p.xa, bd->mr->rkey, B(0));
+			ibv_wr_rdma_write(p.xa, RKB, B(0));
 		}
 	}
-	ibv_wr_set_sge(p.xa, bd->mr->lkey, A(0), len);
+	ibv_wr_set_sge(p.xa, LKA, A(0), len);
 	int rc = ibv_wr_complete(p.xa);
 	add(r, "complete=%s", errname(rc));
 	drain(r, "A", p.cqa, 1, 5000, &p, NULL);
@@ -401,7 +429,7 @@ out:
 static void atomic_case(struct bed *bd, struct row *r, int cas)
 {
 	struct pair p;
-	if (pair_new(bd, &p, r, IBV_QPT_RC, RC_ALL, 16, 1))
+	if (pair_new(bd, &p, r, IBV_QPT_RC, RCOPS, 16, 1))
 		goto out;
 	uint64_t *remote = (uint64_t *)(bd->buf + HALF + 64), *local = (uint64_t *)bd->buf;
 	*remote = 1000;
@@ -410,10 +438,10 @@ static void atomic_case(struct bed *bd, struct row *r, int cas)
 	p.xa->wr_id = 8;
 	p.xa->wr_flags = IBV_SEND_SIGNALED;
 	if (cas)
-		ibv_wr_atomic_cmp_swp(p.xa, bd->mr->rkey, (uintptr_t)remote, 1000, 77);
+		ibv_wr_atomic_cmp_swp(p.xa, RKB, (uintptr_t)remote, 1000, 77);
 	else
-		ibv_wr_atomic_fetch_add(p.xa, bd->mr->rkey, (uintptr_t)remote, 5);
-	ibv_wr_set_sge(p.xa, bd->mr->lkey, (uintptr_t)local, 8);
+		ibv_wr_atomic_fetch_add(p.xa, RKB, (uintptr_t)remote, 5);
+	ibv_wr_set_sge(p.xa, LKA, (uintptr_t)local, 8);
 	int rc = ibv_wr_complete(p.xa);
 	add(r, "complete=%s", errname(rc));
 	drain(r, "A", p.cqa, 1, 5000, &p, NULL);
@@ -442,7 +470,7 @@ static void atomic_write_case(struct bed *bd, struct row *r)
 	ibv_wr_start(p.xa);
 	p.xa->wr_id = 10;
 	p.xa->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_atomic_write(p.xa, bd->mr->rkey, (uintptr_t)remote, &v);
+	ibv_wr_atomic_write(p.xa, RKB, (uintptr_t)remote, &v);
 	int rc = ibv_wr_complete(p.xa);
 	add(r, " complete=%s", errname(rc));
 	drain(r, "A", p.cqa, 1, 5000, &p, NULL);
@@ -457,7 +485,7 @@ out:
 static void batch_case(struct bed *bd, struct row *r, int abort_first)
 {
 	struct pair p;
-	if (pair_new(bd, &p, r, IBV_QPT_RC, RC_ALL, 16, 1))
+	if (pair_new(bd, &p, r, IBV_QPT_RC, RCOPS, 16, 1))
 		goto out;
 	memset(bd->buf, 0, BUF);
 	fill(bd->buf, 4096, 5);
@@ -467,9 +495,9 @@ static void batch_case(struct bed *bd, struct row *r, int abort_first)
 		p.xa->wr_id = 100;
 		p.xa->wr_flags = IBV_SEND_SIGNALED;
 		ibv_wr_send(p.xa);
-		ibv_wr_set_sge(p.xa, bd->mr->lkey, A(3000), 16);
-		ibv_wr_rdma_write(p.xa, bd->mr->rkey, B(8000));
-		ibv_wr_set_sge(p.xa, bd->mr->lkey, A(3000), 16);
+		ibv_wr_set_sge(p.xa, LKA, A(3000), 16);
+		ibv_wr_rdma_write(p.xa, RKB, B(8000));
+		ibv_wr_set_sge(p.xa, LKA, A(3000), 16);
 		ibv_wr_abort(p.xa);
 		add(r, "aborted:");
 		drain(r, "A", p.cqa, 1, 300, &p, NULL);
@@ -480,15 +508,15 @@ static void batch_case(struct bed *bd, struct row *r, int abort_first)
 	p.xa->wr_id = 1;
 	p.xa->wr_flags = IBV_SEND_SIGNALED;
 	ibv_wr_send(p.xa);
-	ibv_wr_set_sge(p.xa, bd->mr->lkey, A(0), 1000);
+	ibv_wr_set_sge(p.xa, LKA, A(0), 1000);
 	p.xa->wr_id = 2;
 	p.xa->wr_flags = 0; // unsignaled: no completion of its own
-	ibv_wr_rdma_write(p.xa, bd->mr->rkey, B(4096));
-	ibv_wr_set_sge(p.xa, bd->mr->lkey, A(2000), 1000);
+	ibv_wr_rdma_write(p.xa, RKB, B(4096));
+	ibv_wr_set_sge(p.xa, LKA, A(2000), 1000);
 	p.xa->wr_id = 3;
 	p.xa->wr_flags = IBV_SEND_SIGNALED;
 	ibv_wr_send(p.xa);
-	ibv_wr_set_sge(p.xa, bd->mr->lkey, A(1000), 1000);
+	ibv_wr_set_sge(p.xa, LKA, A(1000), 1000);
 	int rc = ibv_wr_complete(p.xa);
 	add(r, " complete=%s", errname(rc));
 	// Two completions on A (the write is unsignaled), two receives on B;
@@ -508,7 +536,7 @@ out:
 static void outside_case(struct bed *bd, struct row *r, int complete_outside)
 {
 	struct pair p;
-	if (pair_new(bd, &p, r, IBV_QPT_RC, RC_ALL, 16, 1))
+	if (pair_new(bd, &p, r, IBV_QPT_RC, RCOPS, 16, 1))
 		goto out;
 	memset(bd->buf, 0, BUF);
 	fill(bd->buf, 64, 6);
@@ -524,11 +552,11 @@ static void outside_case(struct bed *bd, struct row *r, int complete_outside)
 	p.xa->wr_id = 66;
 	p.xa->wr_flags = IBV_SEND_SIGNALED;
 	ibv_wr_send(p.xa); // outside wr_start
-	ibv_wr_set_sge(p.xa, bd->mr->lkey, A(0), 64);
+	ibv_wr_set_sge(p.xa, LKA, A(0), 64);
 	ibv_wr_start(p.xa);
 	p.xa->wr_id = 67;
 	ibv_wr_send(p.xa);
-	ibv_wr_set_sge(p.xa, bd->mr->lkey, A(0), 64);
+	ibv_wr_set_sge(p.xa, LKA, A(0), 64);
 	int rc = ibv_wr_complete(p.xa);
 	add(r, "complete=%s", errname(rc));
 	drain(r, "A", p.cqa, 2, 1500, &p, NULL);
@@ -550,8 +578,8 @@ static void opcode_case(struct bed *bd, struct row *r)
 	ibv_wr_start(p.xa);
 	p.xa->wr_id = 1;
 	p.xa->wr_flags = IBV_SEND_SIGNALED;
-	ibv_wr_rdma_read(p.xa, bd->mr->rkey, B(0));
-	ibv_wr_set_sge(p.xa, bd->mr->lkey, A(0), 64);
+	ibv_wr_rdma_read(p.xa, RKB, B(0));
+	ibv_wr_set_sge(p.xa, LKA, A(0), 64);
 	int rc = ibv_wr_complete(p.xa);
 	add(r, "complete=%s", errname(rc));
 	drain(r, "A", p.cqa, 1, 300, &p, NULL);
@@ -565,7 +593,7 @@ out:
 static void limit_case(struct bed *bd, struct row *r, int which)
 {
 	struct pair p;
-	if (pair_new(bd, &p, r, IBV_QPT_RC, RC_ALL, 8, 1))
+	if (pair_new(bd, &p, r, IBV_QPT_RC, RCOPS, 8, 1))
 		goto out;
 	check(r, post_recv(bd, p.b, 1, HALF, 4096) == 0, "post_recv");
 	ibv_wr_start(p.xa);
@@ -576,7 +604,7 @@ static void limit_case(struct bed *bd, struct row *r, int which)
 		struct ibv_sge sl[64];
 		uint32_t k = p.max_send_sge + 1;
 		for (uint32_t i = 0; i < k && i < 64; i++)
-			sl[i] = (struct ibv_sge){A(i * 8), 8, bd->mr->lkey};
+			sl[i] = (struct ibv_sge){A(i * 8), 8, LKA};
 		add(r, "sges=%u/%u ", k, p.max_send_sge);
 		ibv_wr_send(p.xa);
 		ibv_wr_set_sge_list(p.xa, k, sl);
@@ -593,8 +621,8 @@ static void limit_case(struct bed *bd, struct row *r, int which)
 		add(r, "wrs=%d/%u ", n, p.max_send_wr);
 		for (int i = 0; i < n; i++) {
 			p.xa->wr_id = (uint64_t)i + 1;
-			ibv_wr_rdma_write(p.xa, bd->mr->rkey, B(0));
-			ibv_wr_set_sge(p.xa, bd->mr->lkey, A(0), 8);
+			ibv_wr_rdma_write(p.xa, RKB, B(0));
+			ibv_wr_set_sge(p.xa, LKA, A(0), 8);
 		}
 	}
 	int rc = ibv_wr_complete(p.xa);
@@ -609,7 +637,7 @@ out:
 static void state_case(struct bed *bd, struct row *r, int err_state)
 {
 	struct pair p;
-	if (pair_new(bd, &p, r, IBV_QPT_RC, RC_ALL, 8, err_state))
+	if (pair_new(bd, &p, r, IBV_QPT_RC, RCOPS, 8, err_state))
 		goto out;
 	if (err_state) {
 		struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
@@ -619,7 +647,7 @@ static void state_case(struct bed *bd, struct row *r, int err_state)
 	p.xa->wr_id = 3;
 	p.xa->wr_flags = IBV_SEND_SIGNALED;
 	ibv_wr_send(p.xa);
-	ibv_wr_set_sge(p.xa, bd->mr->lkey, A(0), 64);
+	ibv_wr_set_sge(p.xa, LKA, A(0), 64);
 	int rc = ibv_wr_complete(p.xa);
 	add(r, "complete=%s", errname(rc));
 	drain(r, "A", p.cqa, 1, 1000, &p, NULL);
@@ -631,7 +659,7 @@ out:
 static void full_rq_case(struct bed *bd, struct row *r)
 {
 	struct pair p;
-	if (pair_new(bd, &p, r, IBV_QPT_RC, RC_ALL, 8, 1))
+	if (pair_new(bd, &p, r, IBV_QPT_RC, RCOPS, 8, 1))
 		goto out;
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qi;
@@ -640,7 +668,7 @@ static void full_rq_case(struct bed *bd, struct row *r)
 	for (i = 0; i <= (int)qi.cap.max_recv_wr && !rc; i++)
 		rc = post_recv(bd, p.b, (uint64_t)i, HALF, 64);
 	add(r, "posted=%d/%u post_recv=%s", rc ? i - 1 : i, qi.cap.max_recv_wr, errname(rc));
-	check(r, rc == ENOMEM, "ENOMEM");
+	check(r, bd->usb4 ? rc != 0 : rc == ENOMEM, "a full RQ refuses the next receive");
 out:
 	pair_free(&p);
 }
@@ -654,7 +682,7 @@ static int write_via(struct bed *bd, struct row *r, struct pair *p, uint32_t rke
 	p->xa->wr_id = id;
 	p->xa->wr_flags = IBV_SEND_SIGNALED;
 	ibv_wr_rdma_write(p->xa, rkey, B(0));
-	ibv_wr_set_sge(p->xa, bd->mr->lkey, A(0), 256);
+	ibv_wr_set_sge(p->xa, LKA, A(0), 256);
 	int rc = ibv_wr_complete(p->xa);
 	add(r, " %s:complete=%s", tag, errname(rc));
 	struct ibv_wc wc;
@@ -668,15 +696,15 @@ static void mw_case(struct bed *bd, struct row *r, int type, int how)
 {
 	struct pair p;
 	struct ibv_mw *mw = NULL;
-	if (pair_new(bd, &p, r, IBV_QPT_RC, RC_ALL, 16, 1))
+	if (pair_new(bd, &p, r, IBV_QPT_RC, RCOPS, 16, 1))
 		goto out;
-	mw = ibv_alloc_mw(bd->pd, type == 1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
+	mw = ibv_alloc_mw(bd->pd[1], type == 1 ? IBV_MW_TYPE_1 : IBV_MW_TYPE_2);
 	if (!mw) {
 		add(r, "alloc_mw=%s", errname(errno));
 		goto out;
 	}
 	add(r, "alloc_mw=0 type=%d", mw->type);
-	struct ibv_mw_bind_info bi = {.mr = bd->mr, .addr = B(0), .length = 4096,
+	struct ibv_mw_bind_info bi = {.mr = bd->mr[1], .addr = B(0), .length = 4096,
 				      .mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
 	uint32_t rkey = ibv_inc_rkey(mw->rkey);
 	int rc;
@@ -713,7 +741,7 @@ static void mw_case(struct bed *bd, struct row *r, int type, int how)
 		p.xa->wr_id = 52;
 		p.xa->wr_flags = IBV_SEND_SIGNALED;
 		ibv_wr_send_inv(p.xa, rkey);
-		ibv_wr_set_sge(p.xa, bd->mr->lkey, A(0), 32);
+		ibv_wr_set_sge(p.xa, LKA, A(0), 32);
 		rc = ibv_wr_complete(p.xa);
 		add(r, " send_inv=%s", errname(rc));
 		drain(r, "A", p.cqa, 1, 5000, &p, NULL);
@@ -749,25 +777,28 @@ out:
 	pair_free(&p);
 }
 
-static void mw_bad_type_case(struct bed *bd, struct row *r)
+// alloc_mw of a type alone: 3 is no type; on usb4 the module has no
+// windows, so every type must fail.
+static void mw_alloc_case(struct bed *bd, struct row *r, int type)
 {
-	struct ibv_mw *mw = ibv_alloc_mw(bd->pd, (enum ibv_mw_type)3);
-	add(r, "alloc_mw(3)=%s", mw ? "mw" : errname(errno));
+	struct ibv_mw *mw = ibv_alloc_mw(bd->pd[0], (enum ibv_mw_type)type);
+	add(r, "alloc_mw(%d)=%s", type, mw ? "mw" : errname(errno));
+	check(r, !mw == (type == 3 || bd->usb4), "alloc_mw outcome");
 	if (mw)
-		ibv_dealloc_mw(mw);
+		add(r, " dealloc_mw=%s", errname(ibv_dealloc_mw(mw)));
 }
 
 // create_qp_ex answers for flags and masks.
 static void create_case(struct bed *bd, struct row *r, int which)
 {
-	struct ibv_cq *cq = ibv_create_cq(bd->ctx, 8, NULL, NULL, 0);
+	struct ibv_cq *cq = ibv_create_cq(bd->ctx[0], 8, NULL, NULL, 0);
 	struct ibv_qp_init_attr_ex ia = {
 		.send_cq = cq,
 		.recv_cq = cq,
 		.qp_type = IBV_QPT_RC,
 		.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
 		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-		.pd = bd->pd,
+		.pd = bd->pd[0],
 		.send_ops_flags = IBV_QP_EX_WITH_SEND,
 	};
 	switch (which) {
@@ -779,10 +810,21 @@ static void create_case(struct bed *bd, struct row *r, int which)
 	case 5: ia.comp_mask &= ~(uint32_t)IBV_QP_INIT_ATTR_PD; break;
 	case 6: ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS; break; // create_flags 0
 	case 7: ia.send_ops_flags = IBV_QP_EX_WITH_TSO; break;
+	case 8: ia.send_ops_flags |= IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD; break;
+	case 9: ia.send_ops_flags |= IBV_QP_EX_WITH_BIND_MW; break;
+	case 10: ia.send_ops_flags |= IBV_QP_EX_WITH_LOCAL_INV; break;
+	case 11: ia.send_ops_flags |= IBV_QP_EX_WITH_SEND_WITH_INV; break;
+	case 12: ia.send_ops_flags = RC_USB4; break;
 	}
 	errno = 0;
-	struct ibv_qp *qp = ibv_create_qp_ex(bd->ctx, &ia);
-	add(r, "create_qp_ex=%s", qp ? "qp" : errname(errno));
+	struct ibv_qp *qp = ibv_create_qp_ex(bd->ctx[0], &ia);
+	int err = errno;
+	add(r, "create_qp_ex=%s", qp ? "qp" : errname(err));
+	// usb4: what the module does not execute is refused at create time.
+	if (bd->usb4 && which >= 8 && which <= 11)
+		check(r, !qp && err == EOPNOTSUPP, "EOPNOTSUPP");
+	if (which == 12)
+		check(r, qp != NULL, "the module's opcodes");
 	if (qp)
 		add(r, " to_qp_ex=%s", ibv_qp_to_qp_ex(qp) ? "yes" : "NULL");
 	if (qp)
@@ -798,6 +840,7 @@ struct casedef {
 	const char *name;
 	void (*run)(struct bed *, struct row *, int);
 	int arg;
+	int usb4; // also run on the usb4 bed
 };
 
 static void c_send(struct bed *b, struct row *r, int a) { send_case(b, r, a & 1, (a >> 1) & 1, (a >> 2) ? 3 : 1, IBV_QPT_RC); }
@@ -814,49 +857,56 @@ static void c_limit(struct bed *b, struct row *r, int a) { limit_case(b, r, a); 
 static void c_state(struct bed *b, struct row *r, int a) { state_case(b, r, a); }
 static void c_full_rq(struct bed *b, struct row *r, int a) { (void)a; full_rq_case(b, r); }
 static void c_mw(struct bed *b, struct row *r, int a) { mw_case(b, r, a / 10, a % 10); }
-static void c_mw_bad(struct bed *b, struct row *r, int a) { (void)a; mw_bad_type_case(b, r); }
+static void c_mw_alloc(struct bed *b, struct row *r, int a) { mw_alloc_case(b, r, a); }
 static void c_create(struct bed *b, struct row *r, int a) { create_case(b, r, a); }
 
 static const struct casedef cases[] = {
-	{"rc_send_sge", c_send, 0},
-	{"rc_send_imm", c_send, 1},
-	{"rc_send_inline", c_send, 2},
-	{"rc_send_inline_list", c_send_inline_list, 0},
-	{"rc_send_sge_list", c_send, 4},
-	{"rc_rdma_write", c_rdma, IBV_WR_RDMA_WRITE},
-	{"rc_rdma_write_imm", c_rdma, IBV_WR_RDMA_WRITE_WITH_IMM},
-	{"rc_rdma_read", c_rdma, IBV_WR_RDMA_READ},
-	{"rc_atomic_cmp_swp", c_atomic, 1},
-	{"rc_atomic_fetch_add", c_atomic, 0},
-	{"rc_atomic_write", c_atomic_write, 0},
-	{"rc_batch_one_doorbell", c_batch, 0},
-	{"rc_abort_then_batch", c_batch, 1},
-	{"uc_send_imm", c_uc, 0},
-	{"uc_rdma_write", c_uc, 1},
-	{"ud_send", c_ud, 0},
-	{"ud_send_imm", c_ud, 1},
-	{"bad_wr_outside_start", c_outside, 0},
-	{"bad_complete_outside_start", c_outside, 1},
-	{"bad_opcode_not_in_send_ops", c_opcode, 0},
-	{"bad_sges_over_max_send_sge", c_limit, 0},
-	{"bad_inline_list_too_long", c_limit, 1},
-	{"bad_full_sq", c_limit, 2},
-	{"bad_post_in_reset", c_state, 0},
-	{"bad_post_in_err", c_state, 1},
-	{"bad_full_rq", c_full_rq, 0},
-	{"mw1_bind_mw_write", c_mw, 10},
-	{"mw2_wr_bind_local_inv", c_mw, 20},
-	{"mw2_post_send_bind_local_inv", c_mw, 21},
-	{"mw2_send_with_inv", c_mw, 22},
-	{"mw_alloc_type3", c_mw_bad, 0},
-	{"create_ud_rdma_write", c_create, 0},
-	{"create_uc_rdma_read", c_create, 1},
-	{"create_rc_flush", c_create, 2},
-	{"create_flags_scatter_fcs", c_create, 3},
-	{"create_max_tso_header", c_create, 4},
-	{"create_without_pd", c_create, 5},
-	{"create_flags_zero", c_create, 6},
-	{"create_tso", c_create, 7},
+	{"rc_send_sge", c_send, 0, 1},
+	{"rc_send_imm", c_send, 1, 1},
+	{"rc_send_inline", c_send, 2, 1},
+	{"rc_send_inline_list", c_send_inline_list, 0, 1},
+	{"rc_send_sge_list", c_send, 4, 1},
+	{"rc_rdma_write", c_rdma, IBV_WR_RDMA_WRITE, 1},
+	{"rc_rdma_write_imm", c_rdma, IBV_WR_RDMA_WRITE_WITH_IMM, 1},
+	{"rc_rdma_read", c_rdma, IBV_WR_RDMA_READ, 1},
+	{"rc_atomic_cmp_swp", c_atomic, 1, 0},
+	{"rc_atomic_fetch_add", c_atomic, 0, 0},
+	{"rc_atomic_write", c_atomic_write, 0, 0},
+	{"rc_batch_one_doorbell", c_batch, 0, 1},
+	{"rc_abort_then_batch", c_batch, 1, 1},
+	{"uc_send_imm", c_uc, 0, 1},
+	{"uc_rdma_write", c_uc, 1, 1},
+	{"ud_send", c_ud, 0, 0},
+	{"ud_send_imm", c_ud, 1, 0},
+	{"bad_wr_outside_start", c_outside, 0, 1},
+	{"bad_complete_outside_start", c_outside, 1, 1},
+	{"bad_opcode_not_in_send_ops", c_opcode, 0, 1},
+	{"bad_sges_over_max_send_sge", c_limit, 0, 1},
+	{"bad_inline_list_too_long", c_limit, 1, 1},
+	{"bad_full_sq", c_limit, 2, 1},
+	{"bad_post_in_reset", c_state, 0, 1},
+	{"bad_post_in_err", c_state, 1, 1},
+	{"bad_full_rq", c_full_rq, 0, 1},
+	{"mw1_bind_mw_write", c_mw, 10, 0},
+	{"mw2_wr_bind_local_inv", c_mw, 20, 0},
+	{"mw2_post_send_bind_local_inv", c_mw, 21, 0},
+	{"mw2_send_with_inv", c_mw, 22, 0},
+	{"mw_alloc_type1", c_mw_alloc, 1, 1},
+	{"mw_alloc_type2", c_mw_alloc, 2, 1},
+	{"mw_alloc_type3", c_mw_alloc, 3, 1},
+	{"create_ud_rdma_write", c_create, 0, 1},
+	{"create_uc_rdma_read", c_create, 1, 1},
+	{"create_rc_flush", c_create, 2, 1},
+	{"create_flags_scatter_fcs", c_create, 3, 1},
+	{"create_max_tso_header", c_create, 4, 1},
+	{"create_without_pd", c_create, 5, 1},
+	{"create_flags_zero", c_create, 6, 1},
+	{"create_tso", c_create, 7, 1},
+	{"create_rc_atomics", c_create, 8, 1},
+	{"create_rc_bind_mw", c_create, 9, 1},
+	{"create_rc_local_inv", c_create, 10, 1},
+	{"create_rc_send_inv", c_create, 11, 1},
+	{"create_rc_module_opcodes", c_create, 12, 1},
 };
 enum { NCASE = sizeof(cases) / sizeof(cases[0]) };
 _Static_assert((int)NCASE <= (int)MAXCASE, "case count");
@@ -887,29 +937,57 @@ static const char *deliberate_why(const char *name, const char *ours)
 	return NULL;
 }
 
-static int open_bed(struct bed *bd, const char *dev, int gid_index)
+static struct ibv_context *open_named(const char *dev)
 {
 	int n = 0;
+	struct ibv_context *ctx = NULL;
 	struct ibv_device **list = ibv_get_device_list(&n);
-	for (int i = 0; list && i < n && !bd->ctx; i++)
+	for (int i = 0; list && i < n && !ctx; i++)
 		if (!strcmp(ibv_get_device_name(list[i]), dev))
-			bd->ctx = ibv_open_device(list[i]);
+			ctx = ibv_open_device(list[i]);
 	if (list)
 		ibv_free_device_list(list);
-	if (!bd->ctx)
-		return -1;
-	bd->gid_index = gid_index;
-	bd->pd = ibv_alloc_pd(bd->ctx);
+	return ctx;
+}
+
+// open_bed: dev1 NULL is rxe (one device for both sides).
+static int open_bed(struct bed *bd, const char *dev0, int gid0, const char *dev1, int gid1)
+{
+	bd->usb4 = dev1 != NULL;
+	// usb4: one send SGE and no inline data, so that a DV-capable tree
+	// gives the QPs DV queues (provider/dataplane/doc.go); one receive SGE,
+	// all the module takes.
+	bd->sge = bd->usb4 ? 1 : 4;
+	bd->recv_sge = bd->usb4 ? 1 : 4;
+	bd->inl = bd->usb4 ? 0 : 64;
+	const char *dev[2] = {dev0, dev1 ? dev1 : dev0};
+	int gid[2] = {gid0, dev1 ? gid1 : gid0};
 	bd->buf = aligned_alloc(4096, BUF);
-	if (!bd->pd || !bd->buf || ibv_query_gid(bd->ctx, 1, gid_index, &bd->gid))
-		return -1;
-	bd->mr = ibv_reg_mr(bd->pd, bd->buf, BUF,
-			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
+	for (int s = 0; s < 2; s++) {
+		if (s == 1 && !bd->usb4) {
+			bd->ctx[1] = bd->ctx[0];
+			bd->pd[1] = bd->pd[0];
+			bd->mr[1] = bd->mr[0];
+			bd->gid[1] = bd->gid[0];
+			bd->gid_index[1] = bd->gid_index[0];
+			break;
+		}
+		bd->ctx[s] = open_named(dev[s]);
+		bd->pd[s] = bd->ctx[s] ? ibv_alloc_pd(bd->ctx[s]) : NULL;
+		bd->gid_index[s] = gid[s];
+		if (!bd->pd[s] || !bd->buf || ibv_query_gid(bd->ctx[s], 1, gid[s], &bd->gid[s]))
+			return -1;
+		int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+		if (!bd->usb4)
+			access |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
+		bd->mr[s] = ibv_reg_mr(bd->pd[s], bd->buf + (bd->usb4 ? (size_t)s * HALF : 0), bd->usb4 ? HALF : BUF, access);
+		if (!bd->mr[s])
+			return -1;
+	}
 	struct ibv_device_attr_ex ax;
-	if (ibv_query_device_ex(bd->ctx, NULL, &ax) == 0)
+	if (ibv_query_device_ex(bd->ctx[0], NULL, &ax) == 0)
 		bd->cap_flags_ex = ax.device_cap_flags_ex;
-	return bd->mr ? 0 : -1;
+	return 0;
 }
 
 static const char *provider_name(struct ibv_context *ctx)
@@ -923,19 +1001,44 @@ static void run_all(struct bed *bd, struct row *rows)
 	for (int i = 0; i < NCASE; i++) {
 		rows[i].ok = 1;
 		rows[i].out[0] = 0;
-		cases[i].run(bd, &rows[i], cases[i].arg);
+		if (!bd->usb4 || cases[i].usb4)
+			cases[i].run(bd, &rows[i], cases[i].arg);
 	}
+}
+
+// The usb4 bed: A on host 0's device, B on host 1's; no librxe to compare
+// with, so each row passes on its own checks.
+static int usb4_main(char **argv)
+{
+	struct bed bd = {0};
+	const char *tree = getenv("USB4VERBS_BACKEND_TREE");
+	tree = tree ? tree : "usb4";
+	if (open_bed(&bd, argv[2], atoi(argv[3]), argv[4], atoi(argv[5]))) {
+		printf("--- FAIL: usb4/%s/qpex/setup\n    open %s/%s: %s\n", tree, argv[2], argv[4], errname(errno));
+		return 1;
+	}
+	static struct row rows[MAXCASE];
+	run_all(&bd, rows);
+	int failures = 0;
+	for (int i = 0; i < NCASE; i++) {
+		if (!cases[i].usb4)
+			continue;
+		failures += !rows[i].ok;
+		printf("--- %s: usb4/%s/qpex/%s\n", rows[i].ok ? "PASS" : "FAIL", tree, cases[i].name);
+		printf("    | %s | %s |\n", cases[i].name, rows[i].out);
+	}
+	return failures ? 1 : 0;
 }
 
 static int rows_main(const char *dev, int gid_index)
 {
 	struct bed bd = {0};
-	if (open_bed(&bd, dev, gid_index)) {
+	if (open_bed(&bd, dev, gid_index, NULL, 0)) {
 		printf("setup failed: %s\n", errname(errno));
 		return 1;
 	}
-	printf("provider %s\n", provider_name(bd.ctx));
-	static struct row rows[NCASE];
+	printf("provider %s\n", provider_name(bd.ctx[0]));
+	static struct row rows[MAXCASE];
 	run_all(&bd, rows);
 	for (int i = 0; i < NCASE; i++)
 		printf("row %s\t%s\n", cases[i].name, rows[i].out);
@@ -947,21 +1050,23 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc == 4 && !strcmp(argv[1], "--rows"))
 		return rows_main(argv[2], atoi(argv[3]));
+	if (argc == 6 && !strcmp(argv[1], "--usb4"))
+		return usb4_main(argv);
 	if (argc != 3) {
-		fprintf(stderr, "usage: qpex DEV GID_INDEX | qpex --rows DEV GID_INDEX\n");
+		fprintf(stderr, "usage: qpex DEV GID_INDEX | qpex --rows DEV GID_INDEX | qpex --usb4 DEV0 GID0 DEV1 GID1\n");
 		return 2;
 	}
 	struct bed bd = {0};
-	if (open_bed(&bd, argv[1], atoi(argv[2]))) {
+	if (open_bed(&bd, argv[1], atoi(argv[2]), NULL, 0)) {
 		printf("--- FAIL: cshim/qpex/setup\n    open %s: %s\n", argv[1], errname(errno));
 		return 1;
 	}
-	static struct row ours[NCASE];
-	const char *prov = provider_name(bd.ctx);
+	static struct row ours[MAXCASE];
+	const char *prov = provider_name(bd.ctx[0]);
 	run_all(&bd, ours);
 
 	// librxe's rows, from a child in the same boot.
-	static char rxe[NCASE][900];
+	static char rxe[MAXCASE][900];
 	char self[512], cmd[800], line[1200], rprov[64] = "?";
 	ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	self[l > 0 ? l : 0] = 0;

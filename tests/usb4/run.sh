@@ -118,6 +118,8 @@ usb4_stock_files() {
   STOCK_OUT="$REPO/build/usb4/stock/$1.out"
   rm -rf "$STOCK_FILES"; mkdir -p "$STOCK_FILES"
   install -m755 "$REPO/tests/stock/guest.sh" "$STOCK_FILES/guest.sh"
+  # create_qp_ex / ibv_wr_* on the module (guest-smoke.sh runs it before the stock cases).
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$STOCK_FILES/qpex" "$REPO/cshim/testdata/qpex.c" -libverbs
   {
     printf 'MODE=usb4\nITERS=%s\nTIMEOUT=%s\nBIG_ITERS=%s\n' "${USB4_STOCK_ITERS:-1000}" \
       "${USB4_STOCK_TIMEOUT:-60}" "${USB4_STOCK_BIG_ITERS:-100}"

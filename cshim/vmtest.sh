@@ -42,7 +42,10 @@ rc=0
 exit $rc
 GUEST
 
-  VM_EXCLUDE_GLOB="etc/libibverbs.d/rxe.driver" vm_boot "$userland" "$work/vmcheck.sh"
+  # The boot's output is kept for the doc: scripts/extended-verbs-doc.sh reads qpex's rows.
+  mkdir -p "$repo/build/qpex"
+  VM_EXCLUDE_GLOB="etc/libibverbs.d/rxe.driver" vm_boot "$userland" "$work/vmcheck.sh" |
+    tee "$repo/build/qpex/rxe-$userland.out"
 }
 
 main "$@"

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <sys/utsname.h>
 #include <infiniband/verbs.h>
 
 enum { BUF = 64 * 1024, HALF = BUF / 2, CQE = 64 };
@@ -990,6 +991,17 @@ static int open_bed(struct bed *bd, const char *dev0, int gid0, const char *dev1
 	return 0;
 }
 
+// where: the kernel and the guest userland (tests/vm sets USB4VERBS_USERLAND),
+// for the doc's table headers (scripts/extended-verbs-doc.sh).
+static const char *where(void)
+{
+	static char b[200];
+	struct utsname u;
+	const char *ul = getenv("USB4VERBS_USERLAND");
+	snprintf(b, sizeof(b), "kernel %s, userland %s", uname(&u) == 0 ? u.release : "?", ul ? ul : "?");
+	return b;
+}
+
 static const char *provider_name(struct ibv_context *ctx)
 {
 	const char *const *ops = *(const char *const *const *)((const char *)ctx->device + 664);
@@ -1019,6 +1031,7 @@ static int usb4_main(char **argv)
 	}
 	static struct row rows[MAXCASE];
 	run_all(&bd, rows);
+	printf("--- PASS: usb4/%s/qpex/setup\n    %s/%s; %s\n", tree, argv[2], argv[4], where());
 	int failures = 0;
 	for (int i = 0; i < NCASE; i++) {
 		if (!cases[i].usb4)
@@ -1090,9 +1103,9 @@ int main(int argc, char **argv)
 	}
 	int st = p ? pclose(p) : -1;
 	int failures = 0;
-	printf("--- %s: cshim/qpex/providers\n    ours %s, librxe child: %s, exit %d, %d rows\n",
+	printf("--- %s: cshim/qpex/providers\n    ours %s, librxe child: %s, exit %d, %d rows; %s\n",
 	       !strcmp(prov, "usb4_rdma") && !strcmp(rprov, "rxe") && got == NCASE ? "PASS" : "FAIL", prov, rprov, st,
-	       got);
+	       got, where());
 	if (strcmp(prov, "usb4_rdma") || strcmp(rprov, "rxe") || got != NCASE)
 		failures++;
 	for (int i = 0; i < NCASE; i++) {

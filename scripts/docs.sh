@@ -3,7 +3,9 @@
 # last runs left under build/ — docs/stock-tools.md and docs/stock-tools-librxe.md
 # from build/stock/{ours,librxe}/<userland>.out, docs/stock-tools-usb4.md from
 # build/usb4/stock/<tree>.out (tests/usb4/run.sh), and the generated table of
-# docs/reliability.md from build/reliability/ours.out (plus the committed control run).
+# docs/reliability.md from build/reliability/ours.out (plus the committed control run),
+# and the QP/MW tables of docs/extended-verbs.md from the qpex runs (build/qpex,
+# build/usb4/stock; scripts/extended-verbs-doc.sh).
 # A doc with no run output to take from is left as it is. `make test` never writes
 # these; the benchmarks have their own target (make bench-docs).
 set -euo pipefail
@@ -29,4 +31,5 @@ if [[ -s build/reliability/ours.out ]]; then
 else
   log "no reliability run under build/reliability: docs/reliability.md kept"
 fi
+scripts/extended-verbs-doc.sh docs/extended-verbs.md
 git status --short -- docs >&2

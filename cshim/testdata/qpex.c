@@ -36,8 +36,16 @@ enum { BUF = 64 * 1024, HALF = BUF / 2, CQE = 64 };
 
 static const char *errname(int e)
 {
+	static char neg[8][24];
+	static int k;
 	if (e == 0)
 		return "0";
+	if (e < 0) { // a provider returning -errno where rdma-core's convention is +errno
+		const char *n = strerrorname_np(-e);
+		char *b = neg[k++ % 8];
+		snprintf(b, sizeof(neg[0]), "-%s", n ? n : "?");
+		return b;
+	}
 	const char *n = strerrorname_np(e);
 	return n ? n : "?";
 }
@@ -925,6 +933,8 @@ static const struct {
 	 "librxe before rdma-core v64 never sums the list's lengths (fixed by 1e8ed0aff): it sends 0 bytes"},
 	{"bad_inline_list_too_long", "complete=ENOSPC",
 	 "librxe before rdma-core v64 never sums the list's lengths (fixed by 1e8ed0aff): it misses the overflow"},
+	{"bad_full_rq", "post_recv=ENOMEM",
+	 "librxe before rdma-core v40 returns -ENOMEM (fixed by 80df17ced)"},
 	{"create_rc_flush", "create_qp_ex=EOPNOTSUPP", "we do not build FLUSH WRs; librxe accepts the flag"},
 	{"rc_atomic_write", "kernel=lacks create_qp_ex: EOPNOTSUPP",
 	 "librxe accepts the flag on kernels without atomic write (before 6.2); we probe device_cap_flags_ex"},

@@ -327,6 +327,11 @@ void usb4v_wr_build(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *t)
 		w->err = EINVAL;
 		return;
 	}
+	if (t->opcode == USB4V_WR_BIND_MW && !t->ext.bind_mw.mw) {
+		wrex_log(qp, "ibv_wr_bind_mw without a window: EINVAL at ibv_wr_complete");
+		w->err = EINVAL;
+		return;
+	}
 	if (wrex_is_rxe(qp)) {
 		rxe_build(qp, w, t);
 		return;

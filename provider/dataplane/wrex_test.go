@@ -201,3 +201,61 @@ func TestWRexSupportedOps(t *testing.T) {
 		t.Errorf("usb4 RC: %#x", got)
 	}
 }
+
+// TestWRexStagedOnUSB4 (usb4 double, every backend): a batch of a SEND and
+// an RDMA WRITE reaches the peer byte for byte with both completions, and
+// nothing is posted before WRComplete; on DV the batch is one KICK. Inline
+// data (the module's max_inline_data is 0) and an opcode the module lacks
+// fail the batch with nothing posted.
+func TestWRexStagedOnUSB4(t *testing.T) {
+	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
+		ops := WRExSupported(e.qpA.SendBackend(), QPTypeRC, true)
+		if ops&QPExWithAtomicCmpAndSwp != 0 {
+			t.Fatalf("usb4 send ops %#x include atomics", ops)
+		}
+		if err := e.qpA.EnableWRex(ops); err != nil {
+			t.Fatal(err)
+		}
+		fill(e.bufA[:4096], 5)
+		if err := e.qpB.PostRecv([]RecvWR{{WrID: 9, SGEs: []SGE{e.sgeB(0, 1024)}}}); err != nil {
+			t.Fatal(err)
+		}
+		kicks, writes := e.d.Kicks(), e.d.Writes()
+		e.qpA.WRStart()
+		e.qpA.WRBuild(SendWR{WrID: 1, Opcode: WRSendWithImm, Flags: SendSignaled, ImmData: be32(77)})
+		e.qpA.WRSetSGEs([]SGE{e.sgeA(0, 512)})
+		e.qpA.WRBuild(SendWR{WrID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: addr(e.bufB) + 4096, RKey: e.rkeyB})
+		e.qpA.WRSetSGEs([]SGE{e.sgeA(1024, 256)})
+		if e.d.Kicks() != kicks || e.d.Writes() != writes {
+			t.Fatal("something was posted before WRComplete")
+		}
+		if err := e.qpA.WRComplete(); err != nil {
+			t.Fatal(err)
+		}
+		s := pollN(t, e.cqA, 2)
+		if s[0].WrID != 1 || s[0].Status != WCSuccess || s[1].WrID != 2 || s[1].Status != WCSuccess || s[1].Opcode != WCRDMAWrite {
+			t.Fatalf("send completions %+v", s)
+		}
+		r := pollN(t, e.cqB, 1)[0]
+		if r.WrID != 9 || r.Status != WCSuccess || r.ByteLen != 512 || r.ImmData != be32(77) {
+			t.Fatalf("receive completion %+v", r)
+		}
+		if !bytes.Equal(e.bufB[:512], e.bufA[:512]) || !bytes.Equal(e.bufB[4096:4096+256], e.bufA[1024:1024+256]) {
+			t.Fatal("bytes differ")
+		}
+		if e.qpA.SendBackend() == BackendDV && e.d.Kicks()-kicks != 1 {
+			t.Fatalf("a DV batch rang %d KICKs", e.d.Kicks()-kicks)
+		}
+		kicks, writes = e.d.Kicks(), e.d.Writes()
+		e.qpA.WRStart()
+		e.qpA.WRBuild(SendWR{WrID: 3, Opcode: WRSend})
+		e.qpA.WRSetInline(e.bufA[:8])
+		wantErrno(t, e.qpA.WRComplete(), unix.ENOSPC, "inline on the module")
+		e.qpA.WRStart()
+		e.qpA.WRBuild(SendWR{WrID: 4, Opcode: WRAtomicFetchAdd, RemoteAddr: addr(e.bufB), RKey: e.rkeyB})
+		wantErrno(t, e.qpA.WRComplete(), unix.EINVAL, "an atomic on the module")
+		if e.d.Kicks() != kicks || e.d.Writes() != writes {
+			t.Fatal("a failed batch posted something")
+		}
+	})
+}

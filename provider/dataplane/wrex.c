@@ -38,6 +38,7 @@ struct usb4v_wrex {
 	uint32_t n;         /* WRs built in the open batch */
 	uint32_t cur;       /* rxe: ring index of the next WQE */
 	int logged;         /* one misuse line per QP */
+	pthread_t owner;    /* the thread whose batch is open (valid while open) */
 	pthread_mutex_t mu; /* staged: one batch at a time */
 	struct usb4v_ibv_send_wr *wr;
 	struct usb4v_ibv_sge *sge;
@@ -167,20 +168,30 @@ void usb4v_wr_start(struct usb4v_qp *qp)
 	struct usb4v_wrex *w = qp->wrex;
 	if (!w)
 		return;
+	/* A second wr_start by the thread whose batch is open would wait for
+	 * its own lock forever (librxe spins there): the open batch fails
+	 * instead. Only that thread writes owner while open is set, so the
+	 * racy read can only match for it. */
+	if (__atomic_load_n(&w->open, __ATOMIC_ACQUIRE) && pthread_equal(w->owner, pthread_self())) {
+		wrex_log(qp, "ibv_wr_start inside an open batch: EINVAL at ibv_wr_complete");
+		w->err = EINVAL;
+		return;
+	}
 	if (wrex_is_rxe(qp)) {
 		pthread_spin_lock(&qp->sq_lock);
 		w->cur = __atomic_load_n(&qp->sq.buf->producer_index, __ATOMIC_RELAXED) & qp->sq.mask;
 	} else {
 		pthread_mutex_lock(&w->mu);
 	}
-	w->open = 1;
 	w->err = 0;
 	w->n = 0;
+	w->owner = pthread_self();
+	__atomic_store_n(&w->open, 1, __ATOMIC_RELEASE);
 }
 
 static void wrex_close(struct usb4v_qp *qp, struct usb4v_wrex *w)
 {
-	w->open = 0;
+	__atomic_store_n(&w->open, 0, __ATOMIC_RELEASE);
 	if (wrex_is_rxe(qp))
 		pthread_spin_unlock(&qp->sq_lock);
 	else

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -164,6 +166,30 @@ func TestWRexOutsideStart(t *testing.T) {
 	wantErrno(t, e.qp.WRComplete(), unix.EINVAL, "WRComplete outside WRStart")
 	if w, _ := e.sendWQE(0); w.Wr.WrId != 0 || w.Wr.Opcode != 0 {
 		t.Fatalf("slot 0 written outside a batch: %+v", w.Wr)
+	}
+	if prod, _ := e.f.Indices(usb4double.RxeSQ); prod != 0 || e.f.Doorbells() != 0 {
+		t.Fatalf("producer %d, %d doorbells", prod, e.f.Doorbells())
+	}
+}
+
+// TestWRexNestedStart: a second WRStart inside an open batch on the same
+// thread fails the batch instead of waiting on its own lock forever.
+func TestWRexNestedStart(t *testing.T) {
+	e := wrexEnv(t, wrexRC)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		e.qp.WRStart()
+		e.qp.WRBuild(SendWR{WrID: 1, Opcode: WRSend})
+		e.qp.WRStart()
+		done <- e.qp.WRComplete()
+	}()
+	select {
+	case err := <-done:
+		wantErrno(t, err, unix.EINVAL, "nested WRStart")
+	case <-time.After(5 * time.Second):
+		t.Fatal("nested WRStart hung")
 	}
 	if prod, _ := e.f.Indices(usb4double.RxeSQ); prod != 0 || e.f.Doorbells() != 0 {
 		t.Fatalf("producer %d, %d doorbells", prod, e.f.Doorbells())

@@ -297,6 +297,8 @@ static void *usb4_create_qp_ex(void *ibv_ctx, void *attr)
 {
 	if (!attr)
 		return fail_null(EINVAL);
+	if (usb4_in_fork_child("create_qp_ex")) // before has_atomic_write enters Go
+		return fail_null(ENOSYS);
 	uint32_t mask = rd32(attr, QPIA_EX_COMP_MASK);
 	uint32_t known = QP_INIT_ATTR_PD | QP_INIT_ATTR_CREATE_FLAGS | QP_INIT_ATTR_SEND_OPS_FLAGS;
 	if (mask & ~known)

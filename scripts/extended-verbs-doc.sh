@@ -34,7 +34,7 @@ gen() {
     awk '
       /^--- [A-Z]+: cshim\/qpex\/providers/ { getline; sub(/^ +/, ""); where = $0
         n = split(where, w, "; "); where = w[n]
-        printf "\n#### rxe: %s (`cshim/vmtest.sh`, `%s`)\n\n", where, FILENAME
+        printf "\n#### rxe: %s (`%s`)\n\n", where, FILENAME
         print "| case | result | librxe | usb4_rdma | verdict |"
         print "|---|---|---|---|---|" }
       /^--- [A-Z]+: cshim\/qpex\// && !/\/providers/ { res = $2; sub(/:$/, "", res) }
@@ -47,7 +47,7 @@ gen() {
     awk '
       /^--- [A-Z]+: usb4\/[^\/]+\/qpex\/setup/ { split($3, p, "/"); tree = p[2]; getline; sub(/^ +/, ""); where = $0
         n = split(where, w, "; "); where = w[n]
-        printf "\n#### usb4: %s, %s (`tests/usb4/run.sh`, `%s`)\n\n", tree, where, FILENAME
+        printf "\n#### usb4: %s, %s (`%s`)\n\n", tree, where, FILENAME
         print "| case | result | usb4_rdma on the module |"
         print "|---|---|---|" }
       /^--- [A-Z]+: usb4\/[^\/]+\/qpex\// && !/\/setup/ { res = $2; sub(/:$/, "", res) }

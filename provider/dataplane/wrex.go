@@ -2,6 +2,7 @@ package dataplane
 
 /*
 #include <stdlib.h>
+#include <string.h>
 #include "engine.h"
 
 // One inline buffer: the engine copies it before returning, so a Go
@@ -10,6 +11,33 @@ static void wrex_set_inline1(struct usb4v_qp *qp, void *p, size_t n)
 {
 	struct usb4v_ibv_data_buf b = {p, n};
 	usb4v_wr_set_inline_list(qp, 1, &b);
+}
+
+// A BIND_MW WR for Go callers, who have no libibverbs ibv_mw or ibv_mr: the
+// engine reads the window's rkey and the MR's lkey from those public structs,
+// so stand-ins carry the two keys (ibv_mw.rkey, ibv_mr.lkey). mr_lkey < 0:
+// no MR (a zero-length bind, which unbinds). Posted with post_send, or built
+// into the open batch (in_batch).
+static int wrex_bind_mw(struct usb4v_qp *qp, int in_batch, uint64_t wr_id, uint32_t flags, uint32_t mw_rkey,
+			uint32_t new_rkey, int64_t mr_lkey, uint64_t addr, uint64_t length, uint32_t access)
+{
+	uint8_t mw[32] = {0}, mr[48] = {0};
+	uint32_t lkey = (uint32_t)mr_lkey;
+	memcpy(mw + USB4V_IBV_MW_RKEY, &mw_rkey, sizeof(mw_rkey));
+	memcpy(mr + USB4V_IBV_MR_LKEY, &lkey, sizeof(lkey));
+	struct usb4v_ibv_send_wr wr = {.wr_id = wr_id, .opcode = USB4V_WR_BIND_MW, .send_flags = flags};
+	wr.ext.bind_mw.mw = mw;
+	wr.ext.bind_mw.rkey = new_rkey;
+	wr.ext.bind_mw.bind_info.mr = mr_lkey < 0 ? NULL : mr;
+	wr.ext.bind_mw.bind_info.addr = addr;
+	wr.ext.bind_mw.bind_info.length = length;
+	wr.ext.bind_mw.bind_info.mw_access_flags = access;
+	if (in_batch) {
+		usb4v_wr_build(qp, &wr); // the keys are copied into the WQE here
+		return 0;
+	}
+	struct usb4v_ibv_send_wr *bad = NULL;
+	return usb4v_post_send(qp, &wr, &bad);
 }
 */
 import "C"
@@ -123,3 +151,42 @@ func (qp *QP) WRComplete() error {
 
 // WRAbort drops the batch: nothing of it is posted (ibv_wr_abort).
 func (qp *QP) WRAbort() { C.usb4v_wr_abort(qp.c) }
+
+// MWBind is a BIND_MW work request: the window (its current rkey), the rkey
+// it gets (the key byte is the caller's choice: IncRKey), and the range of
+// an MR registered with IB_UVERBS_ACCESS_MW_BIND. MRLKey < 0 binds no MR
+// (length 0: the window is unbound).
+type MWBind struct {
+	WrID    uint64
+	Flags   uint32
+	MWRKey  uint32
+	NewRKey uint32
+	MRLKey  int64
+	Addr    uint64
+	Length  uint64
+	Access  uint32 // IB_UVERBS_ACCESS_REMOTE_* of the window
+}
+
+// IncRKey is libibverbs' ibv_inc_rkey: the key byte of rkey plus one.
+func IncRKey(rkey uint32) uint32 { return rkey&0xffffff00 | (rkey+1)&0xff }
+
+func (b *MWBind) call(qp *QP, inBatch C.int) C.int {
+	return C.wrex_bind_mw(qp.c, inBatch, C.uint64_t(b.WrID), C.uint32_t(b.Flags), C.uint32_t(b.MWRKey),
+		C.uint32_t(b.NewRKey), C.int64_t(b.MRLKey), C.uint64_t(b.Addr), C.uint64_t(b.Length), C.uint32_t(b.Access))
+}
+
+// PostBindMW posts one BIND_MW (ibv_post_send with IBV_WR_BIND_MW; rxe: RC
+// and UC). The window answers to NewRKey once the bind completes.
+// LOCAL_INV and SEND_WITH_INV need nothing of their own: PostSend with
+// WRLocalInv or WRSendWithInv and the rkey in ImmData.
+func (qp *QP) PostBindMW(b MWBind) error {
+	qp.send.mu.Lock()
+	defer qp.send.mu.Unlock()
+	if rc := b.call(qp, 0); rc != 0 {
+		return &PostError{Verb: "post send (bind mw)", Err: unix.Errno(rc)}
+	}
+	return nil
+}
+
+// WRBindMW builds a BIND_MW into the open batch (ibv_wr_bind_mw).
+func (qp *QP) WRBindMW(b MWBind) { b.call(qp, 1) }

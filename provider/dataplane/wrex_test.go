@@ -211,6 +211,48 @@ func TestPostSendLocalInv(t *testing.T) {
 
 }
 
+// TestBindMWWQE: a BIND_MW through post_send and through the batch carries
+// the window's rkey, the new rkey, the MR's lkey, the range and the access
+// as rxe reads them (rxe_send_wr_mw); data on a bind is EINVAL, and so is a
+// bind on UD (rxe binds on RC and UC only).
+func TestBindMWWQE(t *testing.T) {
+	e := wrexEnv(t, wrexRC|QPExWithBindMW)
+	b := MWBind{WrID: 3, Flags: SendSignaled, MWRKey: 0x1200, NewRKey: IncRKey(0x12ff), MRLKey: 0x55,
+		Addr: 0x10000, Length: 4096, Access: 2}
+	if b.NewRKey != 0x1200 {
+		t.Fatalf("IncRKey(0x12ff) = %#x", b.NewRKey)
+	}
+	if err := e.qp.PostBindMW(b); err != nil {
+		t.Fatal(err)
+	}
+	b.WrID, b.MRLKey, b.Length = 4, -1, 0 // an unbind, through the batch
+	e.qp.WRStart()
+	e.qp.WRBindMW(b)
+	if err := e.qp.WRComplete(); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct {
+		id     uint64
+		lkey   uint32
+		length uint64
+	}{{3, 0x55, 4096}, {4, 0, 0}} {
+		w, _ := e.sendWQE(uint32(i))
+		m := w.Wr.Mw()
+		if w.Wr.WrId != want.id || w.Wr.Opcode != WRBindMW || m.MwRkey != 0x1200 || m.Rkey != 0x1200 ||
+			m.MrLkey != want.lkey || m.Length != want.length || m.Addr != 0x10000 || m.Access != 2 {
+			t.Fatalf("bind WQE %d: %+v %+v", i, w.Wr, m)
+		}
+	}
+	if e.f.Doorbells() != 2 {
+		t.Fatalf("%d doorbells for two posts", e.f.Doorbells())
+	}
+	b.MRLKey, b.Length = -1, 4096 // a range without an MR
+	wantErrno(t, e.qp.PostBindMW(b), unix.EINVAL, "bind of a range without an MR")
+	u := newRxeEnv(t, QPTypeUD, false)
+	b.MRLKey = 1
+	wantErrno(t, u.qp.PostBindMW(b), unix.EINVAL, "BIND_MW on UD")
+}
+
 // TestWRexSupportedOps: librxe's sets per QP type on rxe (atomic write only
 // when the kernel has it), the module's opcodes elsewhere.
 func TestWRexSupportedOps(t *testing.T) {

@@ -455,6 +455,9 @@ int usb4v_uverbs_ioctl(const struct usb4v_sys *sys, int fd, uint32_t driver_id,
 		       struct usb4v_ib_uverbs_attr *attrs, uint16_t nattrs);
 
 /* Per-backend operations (rxe.c, kcmd.c, cqring.c, dv.c). */
+/* rxe: the zero-WR POST_SEND that makes the kernel run the requester over
+ * what was published; 0 or a positive errno. */
+int usb4v_rxe_doorbell(struct usb4v_qp *qp);
 int usb4v_rxe_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
 int usb4v_rxe_post_recv(struct usb4v_rxe_ring *rq, uint32_t max_sge, struct usb4v_ibv_recv_wr *wr,
 			struct usb4v_ibv_recv_wr **bad);

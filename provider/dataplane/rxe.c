@@ -10,7 +10,7 @@
 
 /* The doorbell: POST_SEND with no WRs makes the kernel run the requester
  * over what we published. One per batch, after the lock is dropped. */
-static int rxe_doorbell(struct usb4v_qp *qp)
+int usb4v_rxe_doorbell(struct usb4v_qp *qp)
 {
 	struct {
 		struct usb4v_ib_uverbs_cmd_hdr hdr;
@@ -176,7 +176,7 @@ int usb4v_rxe_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struc
 	}
 	pthread_spin_unlock(&qp->sq_lock);
 	if (posted) {
-		int db = rxe_doorbell(qp);
+		int db = usb4v_rxe_doorbell(qp);
 		if (db && !rc)
 			rc = db;
 	}

@@ -198,26 +198,6 @@ static void wrex_close(struct usb4v_qp *qp, struct usb4v_wrex *w)
 		pthread_mutex_unlock(&w->mu);
 }
 
-static int rxe_doorbell_wrex(struct usb4v_qp *qp)
-{
-	struct {
-		struct usb4v_ib_uverbs_cmd_hdr hdr;
-		struct usb4v_ib_uverbs_post_send cmd;
-	} c;
-	struct usb4v_ib_uverbs_post_send_resp resp;
-	memset(&c, 0, sizeof(c));
-	c.hdr.command = USB4V_IB_USER_VERBS_CMD_POST_SEND;
-	c.hdr.in_words = sizeof(c) / 4;
-	c.hdr.out_words = sizeof(resp) / 4;
-	c.cmd.response = (uint64_t)(uintptr_t)&resp;
-	c.cmd.qp_handle = qp->handle;
-	c.cmd.wqe_size = sizeof(struct usb4v_ibv_send_wr);
-	ssize_t n = qp->sys->write(qp->sys->ctx, qp->cmd_fd, &c, sizeof(c));
-	if (n < 0)
-		return (int)-n;
-	return n == (ssize_t)sizeof(c) ? 0 : EIO;
-}
-
 int usb4v_wr_complete(struct usb4v_qp *qp)
 {
 	struct usb4v_wrex *w = qp->wrex;
@@ -238,7 +218,7 @@ int usb4v_wr_complete(struct usb4v_qp *qp)
 		/* The WQEs are in place; one release store publishes them all. */
 		__atomic_store_n(&qp->sq.buf->producer_index, w->cur, __ATOMIC_RELEASE);
 		wrex_close(qp, w);
-		return rxe_doorbell_wrex(qp);
+		return usb4v_rxe_doorbell(qp);
 	}
 	for (uint32_t i = 0; i + 1 < w->n; i++)
 		w->wr[i].next = &w->wr[i + 1];

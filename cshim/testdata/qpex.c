@@ -342,7 +342,16 @@ static const uint64_t RC_USB4 = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_
 
 // A sends len bytes (SGE list of nsge pieces, or inline) to B; B's receive
 // and every byte checked.
+static void send_case_flag(struct bed *bd, struct row *r, int imm, int inl, int nsge, enum ibv_qp_type t, int inl_flag);
+
 static void send_case(struct bed *bd, struct row *r, int imm, int inl, int nsge, enum ibv_qp_type t)
+{
+	send_case_flag(bd, r, imm, inl, nsge, t, inl);
+}
+
+// inl_flag: IBV_SEND_INLINE in wr_flags. ibv_wr_post(3): an inline setter
+// "is identical to the IBV_SEND_INLINE flag", so the flag is not needed.
+static void send_case_flag(struct bed *bd, struct row *r, int imm, int inl, int nsge, enum ibv_qp_type t, int inl_flag)
 {
 	struct pair p;
 	uint64_t ops = t == IBV_QPT_UD ? IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM
@@ -358,7 +367,7 @@ static void send_case(struct bed *bd, struct row *r, int imm, int inl, int nsge,
 	check(r, post_recv(bd, p.b, 7, HALF, len + grh) == 0, "post_recv");
 	ibv_wr_start(p.xa);
 	p.xa->wr_id = 42;
-	p.xa->wr_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
+	p.xa->wr_flags = IBV_SEND_SIGNALED | (inl_flag ? IBV_SEND_INLINE : 0);
 	if (imm)
 		ibv_wr_send_imm(p.xa, htonl(0xabcd0123));
 	else
@@ -854,6 +863,7 @@ struct casedef {
 
 static void c_send(struct bed *b, struct row *r, int a) { send_case(b, r, a & 1, (a >> 1) & 1, (a >> 2) ? 3 : 1, IBV_QPT_RC); }
 static void c_send_inline_list(struct bed *b, struct row *r, int a) { (void)a; send_case(b, r, 0, 1, 2, IBV_QPT_RC); }
+static void c_send_inline_noflag(struct bed *b, struct row *r, int a) { (void)a; send_case_flag(b, r, 0, 1, 1, IBV_QPT_RC, 0); }
 static void c_uc(struct bed *b, struct row *r, int a) { if (a) rdma_case(b, r, IBV_WR_RDMA_WRITE, IBV_QPT_UC); else send_case(b, r, 1, 0, 1, IBV_QPT_UC); }
 static void c_ud(struct bed *b, struct row *r, int a) { send_case(b, r, a, 0, 1, IBV_QPT_UD); }
 static void c_rdma(struct bed *b, struct row *r, int a) { rdma_case(b, r, a, IBV_QPT_RC); }
@@ -874,6 +884,7 @@ static const struct casedef cases[] = {
 	{"rc_send_imm", c_send, 1, 1},
 	{"rc_send_inline", c_send, 2, 1},
 	{"rc_send_inline_list", c_send_inline_list, 0, 1},
+	{"rc_send_inline_without_flag", c_send_inline_noflag, 0, 1},
 	{"rc_send_sge_list", c_send, 4, 1},
 	{"rc_rdma_write", c_rdma, IBV_WR_RDMA_WRITE, 1},
 	{"rc_rdma_write_imm", c_rdma, IBV_WR_RDMA_WRITE_WITH_IMM, 1},
@@ -933,6 +944,8 @@ static const struct {
 	 "librxe before rdma-core v64 never sums the list's lengths (fixed by 1e8ed0aff): it sends 0 bytes"},
 	{"bad_inline_list_too_long", "complete=ENOSPC",
 	 "librxe before rdma-core v64 never sums the list's lengths (fixed by 1e8ed0aff): it misses the overflow"},
+	{"rc_send_inline_without_flag", "success SEND len=48",
+	 "librxe's inline setters leave IBV_SEND_INLINE to wr_flags, which ibv_wr_post(3) does not ask for: rxe fails the WR"},
 	{"bad_full_rq", "post_recv=ENOMEM",
 	 "librxe before rdma-core v40 returns -ENOMEM (fixed by 80df17ced)"},
 	{"create_rc_flush", "create_qp_ex=EOPNOTSUPP", "we do not build FLUSH WRs; librxe accepts the flag"},

@@ -47,7 +47,9 @@ enum {
 	QPX_SEND = 240,
 	QPX_SEND_IMM = 248,
 	QPX_SEND_INV = 256,
+	QPX_SEND_TSO = 264,
 	QPX_SET_UD_ADDR = 272,
+	QPX_SET_XRC_SRQN = 280,
 	QPX_SET_INLINE_DATA = 288,
 	QPX_SET_INLINE_DATA_LIST = 296,
 	QPX_SET_SGE = 304,
@@ -56,7 +58,11 @@ enum {
 	QPX_COMPLETE = 328,
 	QPX_ABORT = 336,
 	QPX_ATOMIC_WRITE = 344,
+	QPX_FLUSH = 352,
 	QPX_SIZE_V43 = 344,
+	QPX_SIZE_V44 = 352,
+	WR_TSO = 10, // enum ibv_wr_opcode
+	WR_FLUSH = 14,
 	VERBS_QP_EX = 2, // verbs_qp.comp_mask bit ibv_qp_to_qp_ex tests
 	IBV_ACCESS_ZERO_BASED = 1 << 5,
 	IB_UVERBS_DEVICE_ATOMIC_WRITE_BIT = 40, // linux:include/uapi/rdma/ib_user_verbs.h
@@ -206,6 +212,31 @@ static void qx_bind_mw(void *qpx, void *mw, uint32_t rkey, const void *info)
 	qx_build(qpx, &t, USB4V_WR_BIND_MW);
 }
 
+// TSO, FLUSH and XRC are not built (rxe has no TSO or XRC QPs; FLUSH is
+// refused at create_qp_ex): their slots fail the batch with EINVAL and one
+// line instead of being NULL, which librxe leaves them (a crash if called).
+static void qx_send_tso(void *qpx, void *hdr, uint16_t hdr_sz, uint16_t mss)
+{
+	(void)hdr, (void)hdr_sz, (void)mss;
+	struct usb4v_ibv_send_wr t = {0};
+	qx_build(qpx, &t, WR_TSO);
+}
+
+static void qx_flush(void *qpx, uint32_t rkey, uint64_t addr, size_t len, uint8_t type, uint8_t level)
+{
+	(void)rkey, (void)addr, (void)len, (void)type, (void)level;
+	struct usb4v_ibv_send_wr t = {0};
+	qx_build(qpx, &t, WR_FLUSH);
+}
+
+static void qx_set_xrc_srqn(void *qpx, uint32_t remote_srqn)
+{
+	(void)remote_srqn;
+	struct usb4v_qp *eng = qx(qpx);
+	if (eng)
+		usb4v_wr_fail(eng, EINVAL, "ibv_wr_set_xrc_srqn on a QP that is not XRC");
+}
+
 static void qx_set_sge(void *qpx, uint32_t lkey, uint64_t addr, uint32_t length)
 {
 	struct usb4v_qp *eng = qx(qpx);
@@ -350,7 +381,9 @@ static void *usb4_create_qp_ex(void *ibv_ctx, void *attr)
 	wrptr(qp, QPX_SEND, (void *)qx_send);
 	wrptr(qp, QPX_SEND_IMM, (void *)qx_send_imm);
 	wrptr(qp, QPX_SEND_INV, (void *)qx_send_inv);
+	wrptr(qp, QPX_SEND_TSO, (void *)qx_send_tso);
 	wrptr(qp, QPX_SET_UD_ADDR, (void *)qx_set_ud_addr);
+	wrptr(qp, QPX_SET_XRC_SRQN, (void *)qx_set_xrc_srqn);
 	wrptr(qp, QPX_SET_INLINE_DATA, (void *)qx_set_inline_data);
 	wrptr(qp, QPX_SET_INLINE_DATA_LIST, (void *)qx_set_inline_data_list);
 	wrptr(qp, QPX_SET_SGE, (void *)qx_set_sge);
@@ -360,6 +393,8 @@ static void *usb4_create_qp_ex(void *ibv_ctx, void *attr)
 	wrptr(qp, QPX_ABORT, (void *)qx_abort);
 	if (qpx_size > QPX_SIZE_V43) // never past the running library's ibv_qp_ex
 		wrptr(qp, QPX_ATOMIC_WRITE, (void *)qx_atomic_write);
+	if (qpx_size > QPX_SIZE_V44)
+		wrptr(qp, QPX_FLUSH, (void *)qx_flush);
 	uint32_t cm = VERBS_QP_EX;
 	memcpy((char *)qp + qpx_size, &cm, sizeof(cm));
 	return qp;

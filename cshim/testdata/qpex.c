@@ -606,6 +606,35 @@ out:
 	pair_free(&p);
 }
 
+// The builders and setters of what neither provider builds (TSO, XRC).
+static void unbuilt_case(struct bed *bd, struct row *r, int xrc)
+{
+	struct pair p;
+	if (pair_new(bd, &p, r, IBV_QPT_RC, IBV_QP_EX_WITH_SEND, 16, 1))
+		goto out;
+	if (xrc ? !p.xa->wr_set_xrc_srqn : !p.xa->wr_send_tso) {
+		add(r, "%s=NULL (calling it would crash)", xrc ? "wr_set_xrc_srqn" : "wr_send_tso");
+		goto out;
+	}
+	ibv_wr_start(p.xa);
+	p.xa->wr_id = 1;
+	p.xa->wr_flags = IBV_SEND_SIGNALED;
+	if (xrc) {
+		ibv_wr_send(p.xa);
+		ibv_wr_set_xrc_srqn(p.xa, 5);
+	} else {
+		uint8_t hdr[64] = {0};
+		ibv_wr_send_tso(p.xa, hdr, sizeof(hdr), 1000);
+	}
+	ibv_wr_set_sge(p.xa, LKA, A(0), 64);
+	int rc = ibv_wr_complete(p.xa);
+	add(r, "complete=%s", errname(rc));
+	drain(r, "A", p.cqa, 1, 300, &p, NULL);
+	check(r, rc == EINVAL, "EINVAL");
+out:
+	pair_free(&p);
+}
+
 // Setter errors: more SGEs than max_send_sge, an inline list beyond
 // max_inline_data; a batch larger than the SQ. Nothing may be posted.
 static void limit_case(struct bed *bd, struct row *r, int which)
@@ -873,6 +902,7 @@ static void c_batch(struct bed *b, struct row *r, int a) { batch_case(b, r, a); 
 static void c_outside(struct bed *b, struct row *r, int a) { outside_case(b, r, a); }
 static void c_opcode(struct bed *b, struct row *r, int a) { (void)a; opcode_case(b, r); }
 static void c_limit(struct bed *b, struct row *r, int a) { limit_case(b, r, a); }
+static void c_unbuilt(struct bed *b, struct row *r, int a) { unbuilt_case(b, r, a); }
 static void c_state(struct bed *b, struct row *r, int a) { state_case(b, r, a); }
 static void c_full_rq(struct bed *b, struct row *r, int a) { (void)a; full_rq_case(b, r); }
 static void c_mw(struct bed *b, struct row *r, int a) { mw_case(b, r, a / 10, a % 10); }
@@ -901,6 +931,8 @@ static const struct casedef cases[] = {
 	{"bad_wr_outside_start", c_outside, 0, 1},
 	{"bad_complete_outside_start", c_outside, 1, 1},
 	{"bad_opcode_not_in_send_ops", c_opcode, 0, 1},
+	{"bad_tso_builder", c_unbuilt, 0, 1},
+	{"bad_xrc_setter", c_unbuilt, 1, 1},
 	{"bad_sges_over_max_send_sge", c_limit, 0, 1},
 	{"bad_inline_list_too_long", c_limit, 1, 1},
 	{"bad_full_sq", c_limit, 2, 1},
@@ -938,6 +970,8 @@ static const struct {
 } deliberate[] = {
 	{"bad_opcode_not_in_send_ops", "complete=EINVAL",
 	 "librxe leaves the builder NULL: calling it crashes; we fill every builder and fail the batch"},
+	{"bad_tso_builder", "complete=EINVAL", "librxe leaves wr_send_tso NULL: calling it crashes"},
+	{"bad_xrc_setter", "complete=EINVAL", "librxe leaves wr_set_xrc_srqn NULL: calling it crashes"},
 	{"bad_complete_outside_start", "complete_without_start=EINVAL",
 	 "librxe publishes whatever its stale cursor covers and returns 0"},
 	{"rc_send_inline_list", "complete=0 A{id=42 success SEND len=48",

@@ -428,6 +428,9 @@ _Static_assert(sizeof(struct usb4v_ibv_data_buf) == 16, "ibv_data_buf");
 /* Inline data gathered from n buffers, copied before the call returns. */
 void usb4v_wr_set_inline_list(struct usb4v_qp *qp, size_t n, const struct usb4v_ibv_data_buf *buf);
 void usb4v_wr_set_ud_addr(struct usb4v_qp *qp, struct usb4v_ibv_ah *ah, uint32_t remote_qpn, uint32_t remote_qkey);
+/* A call the QP cannot honour (why, for the one log line): the open batch
+ * fails with err at wr_complete. */
+void usb4v_wr_fail(struct usb4v_qp *qp, int err, const char *why);
 
 /* ---- helpers shared by backends (engine.c) ---- */
 void usb4v_uwc_to_ibv(const struct usb4v_ib_uverbs_wc *in, struct usb4v_ibv_wc *out);

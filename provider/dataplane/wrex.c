@@ -454,3 +454,12 @@ void usb4v_wr_set_ud_addr(struct usb4v_qp *qp, struct usb4v_ibv_ah *ah, uint32_t
 	wr->wr.ud.remote_qpn = remote_qpn;
 	wr->wr.ud.remote_qkey = remote_qkey;
 }
+
+void usb4v_wr_fail(struct usb4v_qp *qp, int err, const char *why)
+{
+	struct usb4v_wrex *w = wrex_open(qp, why);
+	if (!w)
+		return;
+	wrex_log(qp, why);
+	w->err = err;
+}

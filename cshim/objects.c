@@ -78,6 +78,8 @@ struct usb4_qp {
 	struct usb4_shell shell;
 };
 
+_Static_assert(offsetof(struct usb4_qp, eng) == USB4_QP_ENG_OFFSET, "qpex.c finds the engine QP there");
+
 struct usb4_srq {
 	unsigned char ibv_srq[IBV_SRQ_SIZE];
 	uintptr_t go;
@@ -424,6 +426,16 @@ static int usb4_destroy_qp(void *ibv_qp)
 	return 0;
 }
 
+void *usb4_qp_create(void *ibv_pd, void *init_attr)
+{
+	return usb4_create_qp(ibv_pd, init_attr);
+}
+
+int usb4_qp_destroy(void *ibv_qp)
+{
+	return usb4_destroy_qp(ibv_qp);
+}
+
 // refuse_post is a post on a destroyed QP or SRQ: EINVAL at the first WR.
 static int refuse_post(void *wr, void **bad)
 {
@@ -584,12 +596,12 @@ void usb4_install_object_ops(void **buf, size_t n)
 	usb4_set_slot(buf, n, USB4_OP_destroy_ah, (void *)usb4_destroy_ah);
 	usb4_install_cqex_ops(buf, n);
 	usb4_install_srqex_ops(buf, n);
+	usb4_install_qpex_ops(buf, n);
 	// Left to libibverbs' dummies on purpose, for the errno contracts of
 	// rdma-core-private-abi.md / usb4-kernel-and-consumers.md §3:
 	// query_ece/set_ece (return EOPNOTSUPP: NCCL), reg_dmabuf_mr
 	// (EOPNOTSUPP: the dmabuf probe says unsupported), query_port_speed
-	// (EOPNOTSUPP), create_qp_ex/create_srq_ex (EOPNOTSUPP unless the plain
-	// PD-only form, which ibv_create_qp_ex routes to create_qp).
+	// (EOPNOTSUPP), create_srq_ex (EOPNOTSUPP). create_qp_ex is qpex.c's.
 }
 
 void usb4_install_rxe_fast_ops(void **buf, size_t n)

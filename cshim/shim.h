@@ -468,6 +468,9 @@ int usb4goQuerySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr);
 int usb4goDestroySRQ(uintptr_t srq, struct usb4_event_counts *ev);
 int usb4goCreateAH(uintptr_t pd, struct usb4_ibv_ah_attr *attr, struct usb4_obj_info *out);
 int usb4goDestroyAH(uintptr_t ah);
+// Memory windows (provider.PD.AllocMW): the kernel's handle and rkey.
+int usb4goAllocMW(uintptr_t pd, uint32_t type, uintptr_t *mw, uint32_t *mw_handle, uint32_t *rkey);
+int usb4goDeallocMW(uintptr_t mw);
 // A no-op: a thread that calls it has a Go M bound afterwards (fork.c).
 void usb4goWarm(void);
 
@@ -495,6 +498,8 @@ void usb4goWarm(void);
 	X(DestroySRQ, usb4goDestroySRQ)                                                                      \
 	X(CreateAH, usb4goCreateAH)                                                                          \
 	X(DestroyAH, usb4goDestroyAH)                                                                        \
+	X(AllocMW, usb4goAllocMW)                                                                            \
+	X(DeallocMW, usb4goDeallocMW)                                                                        \
 	X(Warm, usb4goWarm)
 
 // The Go part's entry points, resolved with dlsym (golib.c); each member has
@@ -544,6 +549,15 @@ void usb4_install_object_ops(void **ops_buf, size_t nslots);
 // Overrides for rxe contexts (after usb4_install_object_ops): poll_cq
 // straight to the rxe ring poll.
 void usb4_install_rxe_fast_ops(void **ops_buf, size_t nslots);
+// qpex.c: create_qp_ex with ibv_qp_ex (ibv_wr_*), alloc_mw, dealloc_mw,
+// bind_mw (after usb4_install_object_ops).
+void usb4_install_qpex_ops(void **ops_buf, size_t nslots);
+// objects.c, for qpex.c: create_qp and destroy_qp as the ops do them. A QP
+// is our allocation with the verbs_qp first; its engine object (struct
+// usb4v_qp *, NULL once destroyed) sits at USB4_QP_ENG_OFFSET.
+void *usb4_qp_create(void *ibv_pd, void *init_attr);
+int usb4_qp_destroy(void *ibv_qp);
+enum { USB4_QP_ENG_OFFSET = 384 };
 // verbs.c helper shared with objects.c.
 void usb4_set_slot(void **buf, size_t nslots, int op, void *fn);
 

@@ -8,7 +8,10 @@
 # events, and failing ops' return values and errno against stock librxe in the same
 # boot (librxe stays in the image without its .driver file; vmcheck runs it in a child
 # with RDMAV_DRIVERS=rxe and our claim of rxe off); then cshim/testdata/srqresize.c
-# (ibv_modify_srq growing an SRQ under traffic).
+# (ibv_modify_srq growing an SRQ under traffic), and cshim/testdata/qpex.c
+# (create_qp_ex with ibv_wr_*, memory windows: every case through our provider and
+# through librxe in the same boot, rows compared; the output's table rows are what
+# scripts/extended-verbs-doc.sh turns into docs/extended-verbs.md).
 # Prints go-test-style lines; exit status non-zero if a check failed.
 set -euo pipefail
 
@@ -25,6 +28,7 @@ main() {
   vm_prepare cshim-vm vmcheck
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$work/files/vmcheck" "$repo/cshim/testdata/vmcheck.c" -libverbs
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/srqresize" "$repo/cshim/testdata/srqresize.c" -libverbs
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/qpex" "$repo/cshim/testdata/qpex.c" -libverbs
   # The rxe opt-in (cshim/README.md).
   mkdir -p "$work/overlay/etc/usb4verbs"
   printf 'claim_rxe yes\n' > "$work/overlay/etc/usb4verbs/usb4_rdma.conf"
@@ -34,10 +38,14 @@ main() {
 rc=0
 /opt/usb4verbs/vmcheck "$USB4VERBS_DEV0" "$USB4VERBS_DEV1" "$USB4VERBS_NETDEV1" || rc=1
 /opt/usb4verbs/srqresize "$USB4VERBS_DEV0" "$USB4VERBS_GID0" || rc=1
+/opt/usb4verbs/qpex "$USB4VERBS_DEV0" "$USB4VERBS_GID0" || rc=1
 exit $rc
 GUEST
 
-  VM_EXCLUDE_GLOB="etc/libibverbs.d/rxe.driver" vm_boot "$userland" "$work/vmcheck.sh"
+  # The boot's output is kept for the doc: scripts/extended-verbs-doc.sh reads qpex's rows.
+  mkdir -p "$repo/build/qpex"
+  VM_EXCLUDE_GLOB="etc/libibverbs.d/rxe.driver" vm_boot "$userland" "$work/vmcheck.sh" |
+    tee "$repo/build/qpex/rxe-$userland.out"
 }
 
 main "$@"

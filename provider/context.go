@@ -60,7 +60,8 @@ type object interface {
 
 // Teardown order: dependants before what they depend on.
 const (
-	rankAH = iota
+	rankMW = iota // a bound window holds its MR (and, type 2, its QP)
+	rankAH
 	rankQP
 	rankSRQ
 	rankCQ
@@ -445,7 +446,7 @@ func (c *Context) Close() error {
 		c.idle.Wait()
 	}
 	var errs []error
-	for rank := rankAH; rank <= rankCompChannel; rank++ {
+	for rank := rankMW; rank <= rankCompChannel; rank++ {
 		for i := len(c.objects) - 1; i >= 0; i-- {
 			o := c.objects[i]
 			if o == nil || o.destroyRank() != rank {

@@ -4,7 +4,9 @@
 # from build/stock/{ours,librxe}/<userland>.out, docs/stock-tools-usb4.md from
 # build/usb4/stock/<tree>.out (tests/usb4/run.sh), and the generated table of
 # docs/reliability.md from build/reliability/ours.out (plus the committed control run),
-# and the generated table of docs/extended-verbs.md from build/cqex/vm.out (cshim/lazyvm.sh).
+# the CQ/SRQ/device table of docs/extended-verbs.md from build/cqex/vm.out (cshim/lazyvm.sh),
+# and its QP/MW tables of docs/extended-verbs.md from the qpex runs (build/qpex,
+# build/usb4/stock; scripts/extended-verbs-doc.sh).
 # A doc with no run output to take from is left as it is. `make test` never writes
 # these; the benchmarks have their own target (make bench-docs).
 set -euo pipefail
@@ -33,6 +35,7 @@ fi
 if [[ -s build/cqex/vm.out ]]; then
   cshim/cqexdoc.sh "$PWD/build/cqex/vm.out" "$PWD/docs/extended-verbs.md"
 else
-  log "no cshim/lazyvm.sh run under build/cqex: docs/extended-verbs.md kept"
+  log "no cshim/lazyvm.sh run under build/cqex: the CQ tables of docs/extended-verbs.md kept"
 fi
+scripts/extended-verbs-doc.sh docs/extended-verbs.md
 git status --short -- docs >&2

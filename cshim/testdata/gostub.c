@@ -294,6 +294,18 @@ int usb4goDestroyAH(uintptr_t ah)
 	return EBADF;
 }
 
+int usb4goAllocMW(uintptr_t pd, uint32_t type, uintptr_t *mw, uint32_t *mw_handle, uint32_t *rkey)
+{
+	(void)pd, (void)type, (void)mw, (void)mw_handle, (void)rkey;
+	return EOPNOTSUPP;
+}
+
+int usb4goDeallocMW(uintptr_t mw)
+{
+	(void)mw;
+	return EOPNOTSUPP;
+}
+
 void usb4goWarm(void)
 {
 }

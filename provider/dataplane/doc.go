@@ -23,6 +23,12 @@
 //     completions come from the DV CQ in posting order, merged with the
 //     CQ's other completions; posters hold a per-QP mutex through the KICK.
 //
+// The ibv_qp_ex work-request API (ibv_wr_*, wrex.c) sits on the same
+// backends: on rxe its builders write WQEs in place and wr_complete rings one
+// doorbell; elsewhere a batch is staged and posted through usb4v_post_send as
+// one list. The Go API has it too (QP.EnableWRex, WRStart ... WRComplete),
+// and BIND_MW for Go callers (QP.PostBindMW).
+//
 // Checked against the usb4 double only (internal/usb4double), which plays
 // pleite-gda's or hellas-gda-v2's DV side as their sources define it: caps,
 // EBUSY on an ordinary post_send to a DV QP, pleite's KICK validation

@@ -576,6 +576,7 @@ static void qp_release(struct usb4v_qp *qp, uint32_t driver_id, int destroy_queu
 	usb4v_rxe_ring_release(qp->sys, &qp->rq);
 	pthread_spin_destroy(&qp->sq_lock);
 	pthread_spin_destroy(&qp->rq_lock);
+	usb4v_wrex_free(qp->wrex);
 	free(qp);
 }
 

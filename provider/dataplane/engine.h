@@ -134,6 +134,7 @@ enum {
 	USB4V_WR_LOCAL_INV = 7,
 	USB4V_WR_BIND_MW = 8,
 	USB4V_WR_SEND_WITH_INV = 9,
+	USB4V_WR_ATOMIC_WRITE = 15,
 };
 enum {
 	USB4V_SEND_FENCE = 1,
@@ -207,6 +208,7 @@ struct usb4v_rxe_ring {
 };
 
 struct usb4v_qp;
+struct usb4v_wrex;
 
 struct usb4v_dv {
 	struct usb4v_usb4_rdma_dv_wqe *sq;
@@ -306,6 +308,7 @@ struct usb4v_qp {
 	int gone; /* device removed: every post fails with EIO (atomic) */
 	char fallback_reason[96];
 	int kcmd_refusal_logged; /* one log line per QP for WRs kcmd.c refuses */
+	struct usb4v_wrex *wrex; /* ibv_qp_ex batch state (wrex.c); NULL for a plain QP */
 };
 
 /* ---- data-path entry points ---- */
@@ -418,6 +421,67 @@ void usb4v_srq_mark_gone(struct usb4v_srq *srq);
 
 const char *usb4v_backend_name(int backend);
 
+/* ---- ibv_qp_ex work-request builders (wrex.c) ----
+ *
+ * The libibverbs ibv_wr_* API (rdma-core:libibverbs/man/ibv_wr_post.3): a
+ * batch opened by usb4v_wr_start, one builder per WR, setters that complete
+ * the WR built last, and usb4v_wr_complete posting the batch with one
+ * doorbell (rxe: WQEs written in place into the SQ ring; other backends:
+ * the batch staged and handed to usb4v_post_send as one list). Errors are
+ * latched and returned by wr_complete, which then posts nothing, as librxe
+ * does (rdma-core:providers/rxe/rxe.c). */
+
+/* public struct ibv_mw (32 bytes) and ibv_mr, the members the engine reads. */
+enum {
+	USB4V_IBV_MW_RKEY = 16,
+	USB4V_IBV_MW_TYPE = 24,
+	USB4V_IBV_MR_LKEY = 36,
+};
+/* enum ibv_qp_create_send_ops_flags (verbs.h). */
+enum {
+	USB4V_QP_EX_WITH_RDMA_WRITE = 1 << 0,
+	USB4V_QP_EX_WITH_RDMA_WRITE_WITH_IMM = 1 << 1,
+	USB4V_QP_EX_WITH_SEND = 1 << 2,
+	USB4V_QP_EX_WITH_SEND_WITH_IMM = 1 << 3,
+	USB4V_QP_EX_WITH_RDMA_READ = 1 << 4,
+	USB4V_QP_EX_WITH_ATOMIC_CMP_AND_SWP = 1 << 5,
+	USB4V_QP_EX_WITH_ATOMIC_FETCH_AND_ADD = 1 << 6,
+	USB4V_QP_EX_WITH_LOCAL_INV = 1 << 7,
+	USB4V_QP_EX_WITH_BIND_MW = 1 << 8,
+	USB4V_QP_EX_WITH_SEND_WITH_INV = 1 << 9,
+	USB4V_QP_EX_WITH_TSO = 1 << 10,
+	USB4V_QP_EX_WITH_FLUSH = 1 << 11,
+	USB4V_QP_EX_WITH_ATOMIC_WRITE = 1 << 12,
+};
+/* The send_ops_flags a QP of this type and backend can carry (atomic
+ * write only where the kernel has it: has_atomic_write). */
+uint64_t usb4v_wrex_supported_ops(int send_backend, uint32_t qp_type, int has_atomic_write);
+/* Gives qp the batch state for ops (a subset of the supported ones) and
+ * max_send_wr slots. 0 or ENOMEM. */
+int usb4v_qp_enable_wrex(struct usb4v_qp *qp, uint64_t ops, uint32_t max_send_wr);
+void usb4v_wrex_free(struct usb4v_wrex *w);
+void usb4v_wr_start(struct usb4v_qp *qp);
+int usb4v_wr_complete(struct usb4v_qp *qp);
+void usb4v_wr_abort(struct usb4v_qp *qp);
+/* Builds one WR from tmpl: opcode, wr_id, send_flags, imm_data (or the
+ * invalidate rkey) and the wr union; bind_mw as in ibv_send_wr. ATOMIC_WRITE
+ * (no ibv_send_wr form) takes rdma.remote_addr/rkey from wr.rdma and its
+ * 8 bytes from wr.atomic.swap (offset 16), which does not overlap them. */
+void usb4v_wr_build(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *tmpl);
+void usb4v_wr_set_sge_list(struct usb4v_qp *qp, size_t n, const struct usb4v_ibv_sge *sge);
+/* struct ibv_data_buf (verbs.h). */
+struct usb4v_ibv_data_buf {
+	void *addr;
+	size_t length;
+};
+_Static_assert(sizeof(struct usb4v_ibv_data_buf) == 16, "ibv_data_buf");
+/* Inline data gathered from n buffers, copied before the call returns. */
+void usb4v_wr_set_inline_list(struct usb4v_qp *qp, size_t n, const struct usb4v_ibv_data_buf *buf);
+void usb4v_wr_set_ud_addr(struct usb4v_qp *qp, struct usb4v_ibv_ah *ah, uint32_t remote_qpn, uint32_t remote_qkey);
+/* A call the QP cannot honour (why, for the one log line): the open batch
+ * fails with err at wr_complete. */
+void usb4v_wr_fail(struct usb4v_qp *qp, int err, const char *why);
+
 /* ---- helpers shared by backends (engine.c) ---- */
 /* Maps (addr NULL) or adopts a kernel rxe ring and validates its header
  * against the element size; 0 or -errno. release unmaps what setup mapped. */
@@ -449,6 +513,9 @@ int usb4v_uverbs_ioctl(const struct usb4v_sys *sys, int fd, uint32_t driver_id,
 		       struct usb4v_ib_uverbs_attr *attrs, uint16_t nattrs);
 
 /* Per-backend operations (rxe.c, kcmd.c, cqring.c, dv.c). */
+/* rxe: the zero-WR POST_SEND that makes the kernel run the requester over
+ * what was published; 0 or a positive errno. */
+int usb4v_rxe_doorbell(struct usb4v_qp *qp);
 int usb4v_rxe_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
 int usb4v_rxe_post_recv(struct usb4v_rxe_ring *rq, uint32_t max_sge, struct usb4v_ibv_recv_wr *wr,
 			struct usb4v_ibv_recv_wr **bad);

@@ -10,7 +10,7 @@
 
 /* The doorbell: POST_SEND with no WRs makes the kernel run the requester
  * over what we published. One per batch, after the lock is dropped. */
-static int rxe_doorbell(struct usb4v_qp *qp)
+int usb4v_rxe_doorbell(struct usb4v_qp *qp)
 {
 	struct {
 		struct usb4v_ib_uverbs_cmd_hdr hdr;
@@ -42,8 +42,11 @@ static int rxe_opcode_ok(uint32_t qpt, uint32_t op)
 	case USB4V_WR_RDMA_READ:
 	case USB4V_WR_ATOMIC_CMP_AND_SWP:
 	case USB4V_WR_ATOMIC_FETCH_AND_ADD:
-	case USB4V_WR_SEND_WITH_INV:
+	case USB4V_WR_LOCAL_INV:
 		return qpt == USB4V_QPT_RC;
+	case USB4V_WR_SEND_WITH_INV:
+	case USB4V_WR_BIND_MW: /* linux:drivers/infiniband/sw/rxe/rxe_opcode.c rxe_wr_opcode_info */
+		return qpt == USB4V_QPT_RC || qpt == USB4V_QPT_UC;
 	default:
 		return 0;
 	}
@@ -62,6 +65,11 @@ static int rxe_post_one(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
 	for (int i = 0; i < wr->num_sge; i++)
 		length += wr->sg_list[i].length;
 	if (length > UINT32_MAX)
+		return EINVAL;
+	/* A bind carries no data (rdma-core:providers/rxe/rxe.c validate_send_wr). */
+	if (wr->opcode == USB4V_WR_BIND_MW &&
+	    (wr->num_sge || wr->imm_data || !wr->ext.bind_mw.mw ||
+	     (!wr->ext.bind_mw.bind_info.mr && wr->ext.bind_mw.bind_info.length)))
 		return EINVAL;
 	int is_atomic = wr->opcode == USB4V_WR_ATOMIC_CMP_AND_SWP ||
 			wr->opcode == USB4V_WR_ATOMIC_FETCH_AND_ADD;
@@ -105,6 +113,21 @@ static int rxe_post_one(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
 		wqe->wr.wr.atomic.rkey = wr->wr.atomic.rkey;
 		wqe->iova = wr->wr.atomic.remote_addr;
 		break;
+	case USB4V_WR_BIND_MW: {
+		uint32_t lkey = 0, mw_rkey;
+		if (wr->ext.bind_mw.bind_info.mr) /* NULL: a zero-length bind, which unbinds */
+			memcpy(&lkey, (const uint8_t *)wr->ext.bind_mw.bind_info.mr + USB4V_IBV_MR_LKEY, sizeof(lkey));
+		memcpy(&mw_rkey, (const uint8_t *)wr->ext.bind_mw.mw + USB4V_IBV_MW_RKEY, sizeof(mw_rkey));
+		wqe->wr.wr.mw.addr = wr->ext.bind_mw.bind_info.addr;
+		wqe->wr.wr.mw.length = wr->ext.bind_mw.bind_info.length;
+		wqe->wr.wr.mw.mr_lkey = lkey;
+		wqe->wr.wr.mw.mw_rkey = mw_rkey;
+		wqe->wr.wr.mw.rkey = wr->ext.bind_mw.rkey;
+		wqe->wr.wr.mw.access = wr->ext.bind_mw.bind_info.mw_access_flags;
+		break;
+	}
+	case USB4V_WR_LOCAL_INV:
+		break; /* the rkey is in ex.invalidate_rkey, copied above */
 	default:
 		if (ah) {
 			wqe->wr.wr.ud.remote_qpn = wr->wr.ud.remote_qpn;
@@ -153,7 +176,7 @@ int usb4v_rxe_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struc
 	}
 	pthread_spin_unlock(&qp->sq_lock);
 	if (posted) {
-		int db = rxe_doorbell(qp);
+		int db = usb4v_rxe_doorbell(qp);
 		if (db && !rc)
 			rc = db;
 	}

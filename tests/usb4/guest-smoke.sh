@@ -87,6 +87,13 @@ if [ -x /opt/usb4verbs/cqex ]; then
   sed "s|^--- \([A-Z]*\): cqex/|--- \1: usb4/$tree/cqex/|" /tmp/cqex.out
 fi
 
+# create_qp_ex with ibv_wr_* between the two hosts (cshim/testdata/qpex.c --usb4):
+# every opcode the module executes, the batch rules, the bad flows, and the
+# refusal of the others at create time; one usb4/<tree>/qpex/<case> line each.
+if [ -x /opt/usb4verbs/qpex ]; then
+  /opt/usb4verbs/qpex --usb4 "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" || failed=1
+fi
+
 # The stock-tool cases, when tests/usb4/run.sh put tests/stock/guest.sh in the image.
 if [ -r /opt/usb4verbs/stock.conf ] && [ -r /opt/usb4verbs/guest.sh ]; then
   sh /opt/usb4verbs/guest.sh || failed=1

@@ -122,6 +122,9 @@ usb4_stock_files() {
   # The extended CQ verbs through libibverbs (issue 14), which guest-smoke.sh runs.
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$STOCK_FILES/cqex" "$REPO/cshim/testdata/cqex.c" -libverbs ||
     result FAIL "usb4/$1/cqex/build" "gcc cshim/testdata/cqex.c"
+  # create_qp_ex / ibv_wr_* on the module (guest-smoke.sh runs it before the stock cases).
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$STOCK_FILES/qpex" "$REPO/cshim/testdata/qpex.c" -libverbs ||
+    result FAIL "usb4/$1/qpex/build" "gcc cshim/testdata/qpex.c"
   {
     printf 'MODE=usb4\nITERS=%s\nTIMEOUT=%s\nBIG_ITERS=%s\n' "${USB4_STOCK_ITERS:-1000}" \
       "${USB4_STOCK_TIMEOUT:-60}" "${USB4_STOCK_BIG_ITERS:-100}"

@@ -217,8 +217,9 @@ int main(int argc, char **argv)
 	Dl_info info = {0};
 	const char *file = dladdr(vd->ops, &info) && info.dli_fname ? info.dli_fname : "?";
 	const char *slash = strrchr(file, '/');
-	printf("@@BENCHINFO what=microbench served=%s file=%s %s\n", vd->ops->name, slash ? slash + 1 : file,
-	       labels);
+	/* path=: on usb4 both providers are named usb4_rdma, in files of one name. */
+	printf("@@BENCHINFO what=microbench served=%s file=%s path=%s %s\n", vd->ops->name,
+	       slash ? slash + 1 : file, file, labels);
 	size_t loff = strlen(labels);
 	snprintf(labels + loff, sizeof(labels) - loff, " served=%s", vd->ops->name);
 

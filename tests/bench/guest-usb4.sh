@@ -29,8 +29,8 @@ LAT_TOOLS=${BENCH_LAT_TOOLS-ib_write_lat ib_send_lat ib_read_lat}
 BW_TOOLS=${BENCH_BW_TOOLS-ib_write_bw ib_send_bw ib_read_bw}
 RATE_TOOLS=${BENCH_RATE_TOOLS-ib_write_bw ib_send_bw ib_read_bw}
 SYS_TOOLS=${BENCH_SYS_TOOLS-ib_write_lat ib_send_lat}
-LAT_SIZES=${BENCH_LAT_SIZES:-2 4096 65536}
-BW_SIZES=${BENCH_BW_SIZES:-64 16384 1048576}
+LAT_SIZES=${BENCH_LAT_SIZES:-2 512 8192 65536}
+BW_SIZES=${BENCH_BW_SIZES:-64 4096 1048576}
 BW_QPS=${BENCH_BW_QPS:-1 4}
 BW_MULTI_QP_SIZES=${BENCH_BW_MULTI_QP_SIZES:-64 1048576}
 POST_LIST=${BENCH_POST_LIST:-16}
@@ -39,6 +39,7 @@ MICRO_ITERS=${BENCH_MICRO_ITERS:-1000}
 # Two iteration counts per syscall case: the difference is the per-message cost
 # without the setup's system calls.
 SYS_N1=${BENCH_SYS_N1:-100} SYS_N2=${BENCH_SYS_N2:-500}
+PAIR_N1=${BENCH_PAIR_N1:-50} PAIR_N2=${BENCH_PAIR_N2:-250}
 # perftest's QP ACK timeout: 20 (4.3 s) as tests/stock/guest.sh MODE=usb4 uses it;
 # the default 14 ends in RETRY_EXC under TCG.
 PERF_EXTRA=${BENCH_PERF_EXTRA:--u 20}
@@ -215,24 +216,67 @@ case_reps() {
   done
 }
 
-# dbg_counters: every number of the module's debugfs files, one "file.key value" a line
-# ("key: N" lines and "key=N" words; a peers line's words are prefixed with its first
-# two words, e.g. "peer 0").
+# dbg_counters: every number of the module's debugfs files, "file.key value" a line,
+# summed over the lines that repeat a key ("key: N" lines and "key=N" words; the
+# peers file has one line per peer and path).
 dbg_counters() {
   local f
   for f in "$DBG"/*; do
     [ -f "$f" ] || continue
     awk -v file="${f##*/}" '
-      /^[A-Za-z0-9_]+: -?[0-9]+$/ { k = $1; sub(/:$/, "", k); print file "." k, $2; next }
+      /^[A-Za-z0-9_]+: -?[0-9]+$/ { k = $1; sub(/:$/, "", k); sum[file "." k] += $2; next }
       {
-        pre = ""
-        for (i = 1; i <= NF; i++) {
-          if ($i ~ /^[A-Za-z0-9_]+=-?[0-9]+$/) {
-            split($i, kv, "="); print file "." pre kv[1], kv[2]
-          } else if (i <= 2 && $i !~ /=/) { pre = pre $i "_" }
-        }
-      }' "$f" 2>/dev/null
+        for (i = 1; i <= NF; i++)
+          if ($i ~ /^[A-Za-z0-9_]+=-?[0-9]+$/) { split($i, kv, "="); sum[file "." kv[1]] += kv[2] }
+      }
+      END { for (k in sum) print k, sum[k] }' "$f" 2>/dev/null
   done | sort
+}
+
+# sc_lines PRE END FILE: strace -c's table FILE (% time, seconds, usecs/call, calls,
+# [errors,] syscall) as metric=sc_END_<syscall> lines; for END "pair" the poll(2)
+# calls of microbench's settle are left out of the total (no provider calls poll).
+sc_lines() {
+  awk -v pre="$1" -v end="$3" '
+    $1 ~ /^[0-9.]+$/ && $4 ~ /^[0-9]+$/ {
+      if ($NF == "total") { total = $4; next }
+      if (end == "pair" && ($NF == "poll" || $NF == "ppoll")) { settle += $4; next }
+      printf "%s metric=sc_%s_%s value=%s\n", pre, end, $NF, $4
+    }
+    END {
+      if (end == "pair") { printf "%s metric=sc_%s_settle value=%d\n", pre, end, settle; total -= settle }
+      printf "%s metric=sc_%s_total value=%d\n", pre, end, total
+    }' "$2"
+}
+
+# dbg_lines PRE: the debugfs counters that moved between dbg.before and dbg.after.
+dbg_lines() {
+  awk -v pre="$1" '
+    NR == FNR { a[$1] = $2; next }
+    ($1 in a) && $2 != a[$1] { printf "%s metric=dbg_%s value=%d\n", pre, $1, $2 - a[$1] }' \
+    "$WORK/dbg.before" "$WORK/dbg.after"
+}
+
+# sysc_pair SIDE N REP: microbench's settled pairs (MICROBENCH_SETTLE_US) under
+# strace -f -c: the system calls of one post + completion, without empty polls.
+sysc_pair() {
+  local side="$1" n="$2" rep="$3" env rc pre
+  env=$(side_env "$side")
+  pre="mode=$MODE side=$side tool=sys_pair size=8 qps=1 pl=1 rep=$rep"
+  dbg_counters > "$WORK/dbg.before"
+  # shellcheck disable=SC2086
+  env $env MICROBENCH_SETTLE_US=${BENCH_SETTLE_US:-5000} taskset 2 strace -f -c -o "$WORK/sc.pair" \
+    "$BIN/microbench" "$DEV0" "$GID0" "$DEV1" "$GID1" "$n" "$pre" n=$n > "$WORK/micro.log" 2>&1
+  rc=$?
+  dbg_counters > "$WORK/dbg.after"
+  if [ $rc -ne 0 ]; then
+    echo "@@BENCHFAIL $pre n=$n rc=$rc why=microbench-exit"
+    grep -v '^@@BENCH' "$WORK/micro.log" | sed 's/^/# micro: /' | tail -n 5
+    return
+  fi
+  grep '^@@BENCH ' "$WORK/micro.log" | sed "s/ tool=micro / /; s/^@@BENCH /@@BENCH loaded=$(grep -q upstream "$WORK/micro.log" && echo up || echo ours) /"
+  sc_lines "@@BENCH $pre n=$n" "$WORK/sc.pair" pair
+  dbg_lines "@@BENCH $pre n=$n"
 }
 
 # sysc SIDE TOOL N REP: one run under strace -f -c on both ends, N iterations of 8 B;
@@ -268,15 +312,8 @@ sysc() {
     show_errors srv "$WORK/srv.log"
     return
   fi
-  # strace -c's table: % time, seconds, usecs/call, calls, [errors,] syscall.
-  for end in srv cli; do
-    awk -v pre="@@BENCH $pre loaded=$loaded n=$n" -v end="$end" '
-      $1 ~ /^[0-9.]+$/ && $4 ~ /^[0-9]+$/ { printf "%s metric=sc_%s_%s value=%s\n", pre, end, $NF, $4 }' "$WORK/sc.$end"
-  done
-  awk -v pre="@@BENCH $pre loaded=$loaded n=$n" '
-    NR == FNR { a[$1] = $2; next }
-    ($1 in a) && $2 != a[$1] { printf "%s metric=dbg_%s value=%d\n", pre, $1, $2 - a[$1] }' \
-    "$WORK/dbg.before" "$WORK/dbg.after"
+  for end in srv cli; do sc_lines "@@BENCH $pre loaded=$loaded n=$n" "$WORK/sc.$end" $end; done
+  dbg_lines "@@BENCH $pre loaded=$loaded n=$n"
 }
 
 # procstat SIDE REP: peak RSS and threads of an ib_write_bw server and client.
@@ -383,6 +420,16 @@ for t in $SYS_TOOLS; do
     done
     rep=$((rep + 1))
   done
+done
+
+# 3b. System calls per settled post + completion pair (microbench), same sides.
+rep=1
+while [ $rep -le 2 ]; do
+  for s in $(sides_for $rep); do
+    [ "$s" = up2 ] && continue
+    for n in $PAIR_N1 $PAIR_N2; do sysc_pair "$s" "$n" $rep; done
+  done
+  rep=$((rep + 1))
 done
 
 # 4. Memory and threads.

@@ -15,6 +15,10 @@ type Doc struct {
 	AA, AB *Run   // either may be nil
 	Host   string // `go test -bench` output of the data-path engine; may be empty
 	Notes  string // hand-written analysis (tests/bench/results/notes.md); may be empty
+	// USB4 is the usb4 plan, one boot per tree (results/usb4-<tree>.log), with
+	// its hand-written analysis (results/notes-usb4.md); either may be empty.
+	USB4      []USB4Run
+	USB4Notes string
 }
 
 // providerNames labels the two sides of a run.
@@ -76,6 +80,9 @@ func WriteDoc(w io.Writer, d Doc) error {
 		p("## Method validation (A/A): librxe / librxe\n\n")
 		writeValidation(p, d.AA)
 		writeRun(p, d.AA, nil)
+	}
+	if len(d.USB4) > 0 {
+		writeUSB4(p, d.USB4, d.USB4Notes)
 	}
 	p("## Host micro-benchmarks (Go, provider/dataplane)\n\n")
 	writeHost(p, d.Host)

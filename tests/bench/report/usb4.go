@@ -355,7 +355,7 @@ func writeUSB4(p func(string, ...any), runs []USB4Run, notes string) {
 			p("`ibv_get_device_list` (`list_*`) and after the first open and a PD (`open_*`), ib_write_bw 64 KiB peak RSS/threads (`client_*`, `server_*`):\n\n")
 			table(p, Select(rows, func(k Key) bool {
 				return k.Tool == "micro" || k.Tool == "footprint" || k.Tool == "proc"
-			}), names, "metric")
+			}), names, "case")
 			diffs(p, Select(rows, func(k Key) bool { return k.Tool == "footprint" || k.Tool == "proc" }))
 		}
 		if has(run, SideUp2) {

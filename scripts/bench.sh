@@ -46,7 +46,7 @@ if [[ ${1:-} == docs ]]; then
   compgen -G "$RUN_RESULTS/*" >/dev/null || { log "nothing in ${RUN_RESULTS#"$REPO"/}: run make bench first"; exit 1; }
   for f in "$RUN_RESULTS"/*; do cp "$f" "$RESULTS/"; log "${f#"$REPO"/} -> ${RESULTS#"$REPO"/}/"; done
   report "$RESULTS" docs/benchmarks.md docs
-  log "wrote docs/benchmarks.md, docs/benchmarks-latency.svg, docs/benchmarks-bandwidth.svg"
+  log "wrote docs/benchmarks.md and its SVGs (docs/benchmarks-*.svg)"
   exit 0
 fi
 case $MODE in aa | ab) ;; *) echo "bench: BENCH_MODE must be aa or ab, not $MODE" >&2; exit 2 ;; esac

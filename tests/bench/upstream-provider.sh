@@ -15,7 +15,8 @@
 # Debian tarball but not the upstream orig tarball (seen on this project's machines: 404),
 # RDMA_CORE_GIT names a clone of upstream rdma-core and the tree of its tag
 # v<upstream version> (e.g. v44.0) stands in for the orig tarball; that substitution is
-# written to patches.log and to the .so's cache key.
+# written to patches.log and to the .so's cache key, and the tree's tarball stays in the
+# cache, where later runs without RDMA_CORE_GIT take it.
 # Exit 77 with one line saying why when there is nothing to build from.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -86,7 +87,12 @@ orig=$(awk '/^Files:/{f=1; next} /^[^ ]/{f=0} f && $3 ~ /orig\.tar/ {print $3}' 
 debtar=$(awk '/^Files:/{f=1; next} /^[^ ]/{f=0} f && $3 ~ /debian\.tar/ {print $3}' "$dsc")
 [[ -s $srcdir/$debtar ]] || die "upstream-provider: $debtar missing after apt-get source"
 origdesc="$orig (Debian's, checked by apt)"
-if [[ ! -s $srcdir/$orig ]]; then
+cached=$(compgen -G "$srcdir/$srcpkg-$upver.git-*.tar.gz" | head -n1 || true)
+if [[ ! -s $srcdir/$orig && -z ${RDMA_CORE_GIT:-} && -n $cached ]]; then
+  # Made from RDMA_CORE_GIT by an earlier run on this cache.
+  orig=${cached##*/}
+  origdesc="$orig (an upstream tag's tree cached by an earlier run; the mirror has no $srcpkg ${upver} orig tarball)"
+elif [[ ! -s $srcdir/$orig ]]; then
   gitdir=${RDMA_CORE_GIT:-}
   if [[ -z $gitdir ]] || ! git -C "$gitdir" rev-parse -q --verify "v$upver^{tree}" >/dev/null 2>&1; then
     echo "upstream-provider: the mirror does not serve $orig, and RDMA_CORE_GIT (a clone of upstream rdma-core with tag v$upver) is ${gitdir:-not set}" >&2

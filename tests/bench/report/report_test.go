@@ -524,7 +524,7 @@ func TestUSB4Section(t *testing.T) {
 		"**no: results of this side are not its provider's**",
 		"Latency (t_typical) ratio ≤ 1.00 at every size | **missed** by 20.0 %",
 		"latency 4.8 %", // A/A: 110/105
-		"libusb4_rdma pair pair: 3.50 > upstream 2.00, **missed** by 1.50 per message (75 %)",
+		"libusb4_rdma: 3.50 > upstream 2.00 per post + completion, **missed** by 1.50 (75 %)",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("usb4 section lacks %q", want)

@@ -138,7 +138,7 @@ fi
 
 # 3b. The usb4 plan: one boot per tree, ours against the module's C provider.
 usb4_plan() {
-  local src=${USB4_MODULE_SRC:-$REPO/../shared/usb4-module} files tree raw rc t0 sampler loads up
+  local src=${USB4_MODULE_SRC:-$REPO/../shared/usb4-module} files tree raw rc t0 sampler loads up commit
   if [[ ! -d $src/hellas-main ]]; then
     log "usb4 plan skipped: no module source at $src (USB4_MODULE_SRC)"
     return 0
@@ -187,6 +187,9 @@ usb4_plan() {
     sampler=$!
     log "VM boot (usb4 plan, tree $tree, $REPS reps); serial log under build/vm/"
     t0=$(date +%s)
+    # The commit the guest's files come from, taken before the boot (a commit made
+    # while it runs is not what ran); -dirty when tracked files differ from it.
+    commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
     rc=0
     USB4_TREE=$tree USB4_MODULE_SRC=$src USB4_PROVIDER_SO=$provider \
       VM_EXTRA_DEBS="perftest strace ${VM_EXTRA_DEBS:-}" VM_FILES=$files \
@@ -194,7 +197,7 @@ usb4_plan() {
       tests/vm/run.sh > "$raw" || rc=$?
     kill "$sampler" 2>/dev/null || true
     {
-      echo "@@BENCHINFO what=host boot_s=$(($(date +%s) - t0)) vm_rc=$rc nproc=$(nproc) date=$(date -u +%FT%TZ) git=$(git rev-parse --short HEAD) plan=usb4 tree=$tree"
+      echo "@@BENCHINFO what=host boot_s=$(($(date +%s) - t0)) vm_rc=$rc nproc=$(nproc) date=$(date -u +%FT%TZ) git=$commit plan=usb4 tree=$tree"
       awk '{ printf "@@BENCHINFO what=hostload t=%s load1=%s load5=%s load15=%s\n", $1, $2, $3, $4 }' "$loads"
     } >> "$raw"
     log "usb4 $tree: $(grep -c '^@@BENCH ' "$raw") samples, $(grep -c '^@@BENCHFAIL' "$raw" || true) failures, $(($(date +%s) - t0)) s"

@@ -58,6 +58,10 @@ func WriteDoc(w io.Writer, d Doc) error {
 		p("so every ratio should come out 1.00 ± noise; how far they stray is the noise floor of the\n")
 		p("method on this machine. No A/B run (our provider against librxe) is recorded yet.\n\n")
 	}
+	if len(d.USB4) > 0 {
+		p("After the rxe results: **usb4**, ours against the module's own C provider on the real thunderbolt_ibverbs\n")
+		p("module (`BENCH_PLAN=usb4`), one section per module tree.\n\n")
+	}
 	if strings.TrimSpace(d.Notes) != "" {
 		p("## Summary and analysis\n\n%s\n", strings.TrimSpace(d.Notes))
 	}

@@ -277,6 +277,10 @@ func writeUSB4(p func(string, ...any), runs []USB4Run, notes string) {
 	p("2000 messages. System calls: `strace -f -c` on both ends of ib_write_lat and ib_send_lat (8 B) at two\n")
 	p("iteration counts; per message = difference of the calls / difference of the iterations, so setup and\n")
 	p("teardown cancel out; the module's debugfs counters are read before and after each such run the same way.\n\n")
+	if _, _, ok := USB4Plots(runs); ok {
+		p("![usb4 latency, ours against upstream](benchmarks-usb4-latency.svg)\n\n")
+		p("![usb4 bandwidth, ours against upstream](benchmarks-usb4-bandwidth.svg)\n\n")
+	}
 	if strings.TrimSpace(notes) != "" {
 		p("### usb4: summary and analysis\n\n%s\n", strings.TrimSpace(notes))
 	}

@@ -16,6 +16,16 @@
 # per-call path or the provider's footprint; kept as build/bench/results/micro-<mode>.log),
 # BENCH_SKIP_VM=1 (host benchmarks and report only), BENCH_SKIP_HOST=1, BENCH_PROVIDER (the .so to
 # test; build/libusb4_rdma.so), VM_TIMEOUT (1800).
+# BENCH_PLAN=usb4: the usb4 plan only (below); the full plan runs it after the rxe one
+# when the module source is there.
+#
+# The usb4 plan: per tree of BENCH_USB4_TREES (hellas-main: kernel commands; pleite-gda:
+# DV sends) one boot of the usb4 bed (USB4_TREE=<tree> tests/vm/run.sh) running
+# tests/bench/guest-usb4.sh: ours against the module's own C provider, built by
+# tests/bench/upstream-provider.sh from USB4_MODULE_SRC's rdma-core patches (RDMA_CORE_GIT:
+# see there), with an A/A pair of the upstream provider in the same repetitions. Its raw
+# lines go to build/bench/results/usb4-<tree>.log. Without USB4_MODULE_SRC (default
+# ../shared/usb4-module) the plan says it was skipped and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -36,11 +46,11 @@ if [[ ${1:-} == docs ]]; then
   compgen -G "$RUN_RESULTS/*" >/dev/null || { log "nothing in ${RUN_RESULTS#"$REPO"/}: run make bench first"; exit 1; }
   for f in "$RUN_RESULTS"/*; do cp "$f" "$RESULTS/"; log "${f#"$REPO"/} -> ${RESULTS#"$REPO"/}/"; done
   report "$RESULTS" docs/benchmarks.md docs
-  log "wrote docs/benchmarks.md, docs/benchmarks-latency.svg, docs/benchmarks-bandwidth.svg"
+  log "wrote docs/benchmarks.md and its SVGs (docs/benchmarks-*.svg)"
   exit 0
 fi
 case $MODE in aa | ab) ;; *) echo "bench: BENCH_MODE must be aa or ab, not $MODE" >&2; exit 2 ;; esac
-case $PLAN in full | quick | micro) ;; *) echo "bench: BENCH_PLAN must be full, quick or micro, not $PLAN" >&2; exit 2 ;; esac
+case $PLAN in full | quick | micro | usb4) ;; *) echo "bench: BENCH_PLAN must be full, quick, micro or usb4, not $PLAN" >&2; exit 2 ;; esac
 mkdir -p "$OUT" "$RUN_RESULTS"
 
 # The micro benchmark is built on the host against Debian 12's libibverbs (the
@@ -52,8 +62,8 @@ fi
 
 # 1. Go host micro-benchmarks of the data path, if the package has them.
 HOST_OUT=$RUN_RESULTS/host.txt
-if [[ ${BENCH_SKIP_HOST:-0} == 1 ]]; then
-  log "BENCH_SKIP_HOST=1: host micro-benchmarks not run"
+if [[ ${BENCH_SKIP_HOST:-0} == 1 || $PLAN == usb4 ]]; then
+  log "BENCH_SKIP_HOST=1 or plan usb4: host micro-benchmarks not run"
 elif compgen -G "provider/dataplane/*_test.go" >/dev/null \
   && grep -qs '^func Benchmark' provider/dataplane/*_test.go; then
   log "go test -bench . ./provider/dataplane/..."
@@ -66,7 +76,7 @@ else
   log "no Benchmark functions in provider/dataplane yet: host micro-benchmarks skipped"
 fi
 
-if [[ ${BENCH_SKIP_VM:-0} != 1 ]]; then
+if [[ ${BENCH_SKIP_VM:-0} != 1 && $PLAN != usb4 ]]; then
   # 2. What the guest gets under /opt/usb4verbs.
   FILES=$OUT/files
   rm -rf "$FILES"; mkdir -p "$FILES"
@@ -124,6 +134,79 @@ if [[ ${BENCH_SKIP_VM:-0} != 1 ]]; then
     log "plan $PLAN: results stay in $RAW (not in the report's results)"
   fi
   ((rc == 0)) || log "VM run reported failures (exit $rc); see $RAW"
+fi
+
+# 3b. The usb4 plan: one boot per tree, ours against the module's C provider.
+usb4_plan() {
+  local src=${USB4_MODULE_SRC:-$REPO/../shared/usb4-module} files tree raw rc t0 sampler loads up commit
+  if [[ ! -d $src/hellas-main ]]; then
+    log "usb4 plan skipped: no module source at $src (USB4_MODULE_SRC)"
+    return 0
+  fi
+  files=$OUT/files-usb4
+  rm -rf "$files"; mkdir -p "$files/upstream"
+  rc=0
+  up=$(USB4_MODULE_SRC=$src tests/bench/upstream-provider.sh "$files/upstream") || rc=$?
+  if ((rc == 77)); then
+    log "usb4 plan skipped: the upstream provider cannot be built (above)"
+    return 0
+  elif ((rc != 0)); then
+    log "usb4 plan failed: tests/bench/upstream-provider.sh exit $rc"
+    return 1
+  fi
+  log "upstream provider: ${up#"$REPO"/}"
+  gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$files/microbench" tests/bench/microbench.c -libverbs
+  gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$files/footprint" tests/bench/footprint.c -libverbs
+  local provider=${BENCH_PROVIDER:-build/libusb4_rdma.so}
+  [[ -f $provider ]] || { echo "bench: $provider missing: run make build" >&2; return 1; }
+  cp "$provider" "$files/libusb4_rdma-rdmav34.so"
+  cp "$(dirname "$provider")/libusb4_rdma-go.so" "$files/"
+  for tree in ${BENCH_USB4_TREES:-hellas-main pleite-gda}; do
+    {
+      echo "BENCH_REPS=$REPS"
+      case $tree in
+        # The only backend hellas-main offers is kernel commands: ours against
+        # upstream, and upstream against itself (up2) for the noise band.
+        hellas-main | hellas-gda-v2) echo 'BENCH_USB4_SIDES="up ours up2"' ;;
+        # DV sends (ours), ours forced to kernel commands, and upstream: fewer cases,
+        # the boot is the second of the plan.
+        *)
+          echo 'BENCH_USB4_SIDES="up ours ourskc"'
+          echo 'BENCH_LAT_SIZES="2 65536"'
+          echo 'BENCH_BW_SIZES="64 1048576"'
+          echo 'BENCH_BW_QPS="1"'
+          echo 'BENCH_BW_TOOLS="ib_write_bw ib_send_bw"'
+          echo 'BENCH_DEADLINE_S=900' ;;
+      esac
+      [[ $PLAN == usb4 && -n ${BENCH_USB4_CONF:-} ]] && cat "$BENCH_USB4_CONF"
+    } > "$files/bench.conf"
+    raw=$OUT/raw-usb4-$tree.log
+    loads=$OUT/hostload-usb4-$tree.txt
+    : > "$loads"
+    (while :; do echo "$(date +%s) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$loads"; sleep 20; done) &
+    sampler=$!
+    log "VM boot (usb4 plan, tree $tree, $REPS reps); serial log under build/vm/"
+    t0=$(date +%s)
+    # The commit the guest's files come from, taken before the boot (a commit made
+    # while it runs is not what ran); -dirty when tracked files differ from it.
+    commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+    rc=0
+    USB4_TREE=$tree USB4_MODULE_SRC=$src USB4_PROVIDER_SO=$provider \
+      VM_EXTRA_DEBS="perftest strace ${VM_EXTRA_DEBS:-}" VM_FILES=$files \
+      VM_GUEST_SCRIPT=$REPO/tests/bench/guest-usb4.sh VM_TIMEOUT=${VM_TIMEOUT:-2100} \
+      tests/vm/run.sh > "$raw" || rc=$?
+    kill "$sampler" 2>/dev/null || true
+    {
+      echo "@@BENCHINFO what=host boot_s=$(($(date +%s) - t0)) vm_rc=$rc nproc=$(nproc) date=$(date -u +%FT%TZ) git=$commit plan=usb4 tree=$tree"
+      awk '{ printf "@@BENCHINFO what=hostload t=%s load1=%s load5=%s load15=%s\n", $1, $2, $3, $4 }' "$loads"
+    } >> "$raw"
+    log "usb4 $tree: $(grep -c '^@@BENCH ' "$raw") samples, $(grep -c '^@@BENCHFAIL' "$raw" || true) failures, $(($(date +%s) - t0)) s"
+    cp "$raw" "$RUN_RESULTS/usb4-$tree.log"
+    ((rc == 0)) || log "VM run reported failures (exit $rc); see $raw"
+  done
+}
+if [[ ${BENCH_SKIP_VM:-0} != 1 && ( $PLAN == usb4 || $PLAN == full ) ]]; then
+  usb4_plan
 fi
 
 # 4. The document, under build/bench: this machine's results over the committed ones.

@@ -15,6 +15,14 @@
  * and prints one "@@BENCH ... metric=NAME value=V" line per figure, plus the
  * provider that served DEV0 (served=NAME, from its verbs_device_ops).
  *
+ * With MICROBENCH_SETTLE_US=N (N > 0) it runs instead ITERS settled pairs: post
+ * one WRITE, poll(2) for N us so that the completion is surely there, then
+ * ibv_poll_cq() until it is returned, and prints settled_extra_polls (the
+ * polls that found nothing) and settle_us. Run under strace at two ITERS, that
+ * counts the system calls of one post + completion pair without a busy-poll
+ * loop's empty polls, whose number depends on the latency (the settle's own
+ * sleep is a poll call, which no provider makes).
+ *
  * usage: microbench DEV0 GIDIDX0 DEV1 GIDIDX1 ITERS [LABELS...]
  * LABELS (key=value words) are copied into every output line.
  * Exit status 0 on success, 1 with one "microbench: <op>: <error>" line on
@@ -23,6 +31,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,8 +228,9 @@ int main(int argc, char **argv)
 	Dl_info info = {0};
 	const char *file = dladdr(vd->ops, &info) && info.dli_fname ? info.dli_fname : "?";
 	const char *slash = strrchr(file, '/');
-	printf("@@BENCHINFO what=microbench served=%s file=%s %s\n", vd->ops->name, slash ? slash + 1 : file,
-	       labels);
+	/* path=: on usb4 both providers are named usb4_rdma, in files of one name. */
+	printf("@@BENCHINFO what=microbench served=%s file=%s path=%s %s\n", vd->ops->name,
+	       slash ? slash + 1 : file, file, labels);
 	size_t loff = strlen(labels);
 	snprintf(labels + loff, sizeof(labels) - loff, " served=%s", vd->ops->name);
 
@@ -237,6 +247,34 @@ int main(int argc, char **argv)
 		.send_flags = IBV_SEND_SIGNALED,
 		.wr.rdma = {.remote_addr = (uintptr_t)b.buf, .rkey = b.mr->rkey},
 	};
+	const char *settle = getenv("MICROBENCH_SETTLE_US");
+	long settle_us = settle ? strtol(settle, NULL, 10) : 0;
+	if (settle_us > 0) {
+		long extra = 0;
+		for (long i = 0; i < iters; i++) {
+			struct ibv_send_wr *bad = NULL;
+			struct ibv_wc wc;
+			wr.wr_id = (uint64_t)i;
+			int rc = ibv_post_send(a.qp, &wr, &bad);
+			if (rc)
+				die("ibv_post_send", rc);
+			poll(NULL, 0, (int)((settle_us + 999) / 1000));
+			for (;;) {
+				int n = ibv_poll_cq(a.cq, 1, &wc);
+				if (n < 0)
+					die("ibv_poll_cq", EIO);
+				if (n == 1) {
+					if (wc.status != IBV_WC_SUCCESS)
+						die(ibv_wc_status_str(wc.status), EIO);
+					break;
+				}
+				extra++;
+			}
+		}
+		emit("settled_extra_polls", (double)extra);
+		emit("settle_us", (double)settle_us);
+		return 0;
+	}
 	double post_sum = 0, hit_sum = 0, pair_t0 = 0;
 	for (long i = 0; i < WARMUP + iters; i++) {
 		if (i == WARMUP) {

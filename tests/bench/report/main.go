@@ -46,10 +46,16 @@ func run(results, docPath, svgDir string) error {
 			d.AB = r
 		}
 	}
-	if d.AA == nil && d.AB == nil {
-		return fmt.Errorf("no aa.log, ab.log or micro-*.log in %s: run make bench first", results)
-	}
 	var err error
+	if d.USB4, err = loadUSB4(results); err != nil {
+		return err
+	}
+	if d.AA == nil && d.AB == nil && len(d.USB4) == 0 {
+		return fmt.Errorf("no aa.log, ab.log, micro-*.log or usb4-*.log in %s: run make bench first", results)
+	}
+	if d.USB4Notes, err = readOptional(filepath.Join(results, "notes-usb4.md")); err != nil {
+		return err
+	}
 	if d.Host, err = readOptional(filepath.Join(results, "host.txt")); err != nil {
 		return err
 	}
@@ -61,12 +67,17 @@ func run(results, docPath, svgDir string) error {
 	if err := WriteDoc(&doc, d); err != nil {
 		return err
 	}
-	lat, bw := Plots(d)
-	for path, data := range map[string]string{
-		docPath: doc.String(),
-		filepath.Join(svgDir, "benchmarks-latency.svg"):   lat,
-		filepath.Join(svgDir, "benchmarks-bandwidth.svg"): bw,
-	} {
+	files := map[string]string{docPath: doc.String()}
+	if d.AA != nil || d.AB != nil {
+		lat, bw := Plots(d)
+		files[filepath.Join(svgDir, "benchmarks-latency.svg")] = lat
+		files[filepath.Join(svgDir, "benchmarks-bandwidth.svg")] = bw
+	}
+	if ulat, ubw, ok := USB4Plots(d.USB4); ok {
+		files[filepath.Join(svgDir, "benchmarks-usb4-latency.svg")] = ulat
+		files[filepath.Join(svgDir, "benchmarks-usb4-bandwidth.svg")] = ubw
+	}
+	for path, data := range files {
 		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}

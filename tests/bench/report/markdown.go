@@ -15,6 +15,10 @@ type Doc struct {
 	AA, AB *Run   // either may be nil
 	Host   string // `go test -bench` output of the data-path engine; may be empty
 	Notes  string // hand-written analysis (tests/bench/results/notes.md); may be empty
+	// USB4 is the usb4 plan, one boot per tree (results/usb4-<tree>.log), with
+	// its hand-written analysis (results/notes-usb4.md); either may be empty.
+	USB4      []USB4Run
+	USB4Notes string
 }
 
 // providerNames labels the two sides of a run.
@@ -54,6 +58,10 @@ func WriteDoc(w io.Writer, d Doc) error {
 		p("so every ratio should come out 1.00 ± noise; how far they stray is the noise floor of the\n")
 		p("method on this machine. No A/B run (our provider against librxe) is recorded yet.\n\n")
 	}
+	if len(d.USB4) > 0 {
+		p("After the rxe results: **usb4**, ours against the module's own C provider on the real thunderbolt_ibverbs\n")
+		p("module (`BENCH_PLAN=usb4`), one section per module tree.\n\n")
+	}
 	if strings.TrimSpace(d.Notes) != "" {
 		p("## Summary and analysis\n\n%s\n", strings.TrimSpace(d.Notes))
 	}
@@ -76,6 +84,9 @@ func WriteDoc(w io.Writer, d Doc) error {
 		p("## Method validation (A/A): librxe / librxe\n\n")
 		writeValidation(p, d.AA)
 		writeRun(p, d.AA, nil)
+	}
+	if len(d.USB4) > 0 {
+		writeUSB4(p, d.USB4, d.USB4Notes)
 	}
 	p("## Host micro-benchmarks (Go, provider/dataplane)\n\n")
 	writeHost(p, d.Host)

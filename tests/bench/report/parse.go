@@ -27,6 +27,7 @@ type Sample struct {
 	Served string // provider that served the device (microbench only)
 	Key    Key
 	Rep    int
+	N      int // iterations of the run (n=), for per-message differences; 0 when absent
 	Value  float64
 }
 
@@ -218,7 +219,7 @@ func firstWord(s string) string {
 func sampleOf(f map[string]string) (Sample, error) {
 	s := Sample{Side: f["side"], Loaded: f["loaded"], Served: f["served"]}
 	switch s.Side {
-	case SideOurs, SideLibrxe, SideInstalled, SideNoPkg:
+	case SideOurs, SideLibrxe, SideInstalled, SideNoPkg, SideUp, SideUp2, SideOursKC:
 	default:
 		return s, fmt.Errorf("side %q", s.Side)
 	}
@@ -230,7 +231,7 @@ func sampleOf(f map[string]string) (Sample, error) {
 		name string
 		dst  *int
 		def  int
-	}{{"size", &s.Key.Size, -1}, {"qps", &s.Key.QPs, 1}, {"pl", &s.Key.PL, 1}, {"rep", &s.Rep, -1}}
+	}{{"size", &s.Key.Size, -1}, {"qps", &s.Key.QPs, 1}, {"pl", &s.Key.PL, 1}, {"rep", &s.Rep, -1}, {"n", &s.N, 0}}
 	for _, it := range ints {
 		v, ok := f[it.name]
 		if !ok {

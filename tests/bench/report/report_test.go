@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -492,5 +493,48 @@ func TestMicroOlderIgnored(t *testing.T) {
 	}
 	if m := MergeMicro(nil, micro); m != micro {
 		t.Error("a micro run alone is not the run")
+	}
+}
+
+// The usb4 plan: per-message system calls are the difference of two iteration
+// counts, a side served by the wrong provider is flagged, the targets read
+// ours against upstream, and the A/A band comes from up2 against up.
+func TestUSB4Section(t *testing.T) {
+	r := loadFile(t, "testdata/usb4-hellas-main.log")
+	got := map[string]sysPerMsg{}
+	for _, s := range SysPerMessage(r) {
+		got[s.Side+"/"+s.Tool+"/"+s.End] = s
+	}
+	up, ours, mod := got["up/pair/pair"], got["ours/pair/pair"], got["ours/pair/module"]
+	if !near(up.Total.Median, 2) || !near(up.ByName["ioctl"], 2) {
+		t.Errorf("upstream per pair: total %v ioctl %v, want 2 and 2", up.Total.Median, up.ByName["ioctl"])
+	}
+	if !near(ours.Total.Median, 3.5) || !near(ours.ByName["write"], 3) {
+		t.Errorf("ours per pair: total %v write %v, want 3.5 and 3", ours.Total.Median, ours.ByName["write"])
+	}
+	if !near(mod.ByName["summary.data_tx_posted"], 1) {
+		t.Errorf("module counter per pair %v, want 1", mod.ByName["summary.data_tx_posted"])
+	}
+	var b strings.Builder
+	writeUSB4(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }, []USB4Run{{Tree: "hellas-main", Run: r}}, "")
+	doc := b.String()
+	for _, want := range []string{
+		"commit abc1234",
+		"| libusb4_rdma | ours ×8, rxe ×1 |", // the bandwidth sample mapped the wrong provider
+		"**no: results of this side are not its provider's**",
+		"Latency (t_typical) ratio ≤ 1.00 at every size | **missed** by 20.0 %",
+		"latency 4.8 %", // A/A: 110/105
+		"libusb4_rdma: 3.50 > upstream 2.00 per post + completion, **missed** by 1.50 (75 %)",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("usb4 section lacks %q", want)
+		}
+	}
+	if !strings.Contains(doc, "| upstream | up ×") || strings.Count(doc, "**no: results") != 1 {
+		t.Error("only ours' row should be flagged")
+	}
+	lat, bw, ok := USB4Plots([]USB4Run{{Tree: "hellas-main", Run: r}})
+	if !ok || !strings.Contains(lat, "<svg") || !strings.Contains(bw, "<svg") {
+		t.Error("no usb4 plots")
 	}
 }

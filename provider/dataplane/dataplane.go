@@ -535,6 +535,21 @@ func (qp *QP) keepKernelCommands(why string) {
 func (qp *QP) SendBackend() string { return C.GoString(C.usb4v_backend_name(qp.c.send_backend)) }
 func (qp *QP) RecvBackend() string { return C.GoString(C.usb4v_backend_name(qp.c.recv_backend)) }
 
+// DVKick says when the QP's DV send queue rings KICK: "" without a DV
+// queue, "undecided" before the first post, "every batch" when no kernel
+// poller consumed the first one, "full SQ only" when the kernel polls.
+func (qp *QP) DVKick() string {
+	switch C.usb4v_dv_kick_mode(qp.c) {
+	case C.USB4V_DV_KICK_UNKNOWN:
+		return "undecided"
+	case C.USB4V_DV_KICK_ALWAYS:
+		return "every batch"
+	case C.USB4V_DV_KICK_NEVER:
+		return "full SQ only"
+	}
+	return ""
+}
+
 // FallbackReason says why DV was not taken.
 func (qp *QP) FallbackReason() string { return C.GoString(&qp.c.fallback_reason[0]) }
 

@@ -26,9 +26,11 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine.h"
 
@@ -200,7 +202,7 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	__atomic_store_n(USB4V_DB_PRODUCER(dv->db, generation), resp.generation, __ATOMIC_RELAXED);
 	__atomic_store_n(USB4V_DB_PRODUCER(dv->db, cq_head), usb4v_dv_pack(0, dv->gen), __ATOMIC_RELAXED);
 	__atomic_store_n(USB4V_DB_PRODUCER(dv->db, sq_tail), usb4v_dv_pack(0, dv->gen), __ATOMIC_RELEASE);
-	dv->kick = 1;
+	dv->kick = USB4V_DV_KICK_UNKNOWN;
 
 	struct usb4v_cq *cq = qp->send_cq;
 	pthread_spin_lock(&cq->lock);
@@ -358,6 +360,57 @@ static void log_refusal(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
 		dv->caps);
 }
 
+/* How long the first post waits for a kernel poller to consume its WQE
+ * before it decides the queue needs KICKs. pleite-gda's worker rescans every
+ * dv_poll_interval_us (10 µs by default): a poller that does not answer in
+ * this window is treated as absent, which costs a KICK per batch, never a
+ * stall. */
+#define DV_POLLER_WAIT_NS (20 * 1000 * 1000L)
+
+static uint32_t dv_sq_head(const struct usb4v_dv *dv)
+{
+	return __atomic_load_n(USB4V_DB_CONSUMER(dv->db, sq_head), __ATOMIC_ACQUIRE) & IDX_MASK;
+}
+
+static long elapsed_ns(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+}
+
+/*
+ * pleite-gda drains every queue from a kernel worker that watches the
+ * producer line (pleite-gda:kernel/ibdev.c tbv_dv_poll_thread, attached at
+ * CREATE_QUEUE; usb4_rdma_dv.h: "KICK is not required when polling is
+ * enabled"), but nothing in its answers says so. So the QP's first batch is
+ * published without a KICK and the engine watches sq_head: if the kernel
+ * consumes it, later batches go without KICK (no system call per post);
+ * if not, it KICKs now and on every batch. Caller holds post_mu.
+ */
+static void dv_learn_kick(struct usb4v_dv *dv)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned spins = 0;; spins++) {
+		if (dv_sq_head(dv) == dv->sq_tail) {
+			__atomic_store_n(&dv->kick, USB4V_DV_KICK_NEVER, __ATOMIC_RELAXED);
+			return;
+		}
+		if ((spins & 63) == 63) {
+			if (elapsed_ns(&t0) > DV_POLLER_WAIT_NS)
+				break;
+			sched_yield();
+		}
+	}
+	__atomic_store_n(&dv->kick, USB4V_DV_KICK_ALWAYS, __ATOMIC_RELAXED);
+}
+
+int usb4v_dv_kick_mode(const struct usb4v_qp *qp)
+{
+	return qp->dv ? __atomic_load_n(&qp->dv->kick, __ATOMIC_RELAXED) : -1;
+}
+
 int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad)
 {
 	struct usb4v_dv *dv = qp->dv;
@@ -376,7 +429,20 @@ int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct
 		}
 		if (qp->sq_sig_all)
 			wqe.flags |= USB4V_USB4_RDMA_DV_WQE_F_SIGNALED;
-		uint32_t head = __atomic_load_n(USB4V_DB_CONSUMER(dv->db, sq_head), __ATOMIC_ACQUIRE) & IDX_MASK;
+		uint32_t head = dv_sq_head(dv);
+		if (((dv->sq_tail - head) & IDX_MASK) >= dv->sq_entries && dv->kick == USB4V_DV_KICK_NEVER) {
+			/* A full SQ with a poller that should have drained it:
+			 * KICK (a drain of what is there) rather than fail, so a
+			 * queue the kernel stopped polling cannot wedge. */
+			int k = dv_kick(qp, usb4v_dv_pack(dv->sq_tail, dv->gen));
+			if (k) {
+				rc = k;
+				*bad = wr;
+				break;
+			}
+			pending_kick = 0;
+			head = dv_sq_head(dv);
+		}
 		if (((dv->sq_tail - head) & IDX_MASK) >= dv->sq_entries ||
 		    (signaled && __atomic_load_n(&dv->signaled_inflight, __ATOMIC_ACQUIRE) >= dv->cq_entries)) {
 			rc = ENOMEM;
@@ -392,7 +458,9 @@ int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct
 	}
 	/* KICK under post_mu: no other poster can publish (and kick) a later
 	 * tail before the kernel has seen this one. */
-	if (pending_kick && dv->kick) {
+	if (pending_kick && dv->kick == USB4V_DV_KICK_UNKNOWN)
+		dv_learn_kick(dv);
+	if (pending_kick && dv->kick == USB4V_DV_KICK_ALWAYS) {
 		int k = dv_kick(qp, usb4v_dv_pack(dv->sq_tail, dv->gen));
 		if (k && !rc)
 			rc = k;

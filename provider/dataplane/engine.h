@@ -210,6 +210,12 @@ struct usb4v_rxe_ring {
 struct usb4v_qp;
 struct usb4v_wrex;
 
+enum {
+	USB4V_DV_KICK_UNKNOWN = 0, /* first post not made yet */
+	USB4V_DV_KICK_ALWAYS,      /* no kernel poller seen: KICK every batch */
+	USB4V_DV_KICK_NEVER,       /* the kernel polls the queue: KICK only on a full SQ */
+};
+
 struct usb4v_dv {
 	struct usb4v_usb4_rdma_dv_wqe *sq;
 	struct usb4v_usb4_rdma_dv_cqe *cq;
@@ -226,7 +232,9 @@ struct usb4v_dv {
 	 * spinlock. */
 	pthread_mutex_t post_mu;
 	uint32_t signaled_inflight; /* bounds what the DV CQ must hold */
-	int kick;                   /* ring KICK once per batch */
+	/* USB4V_DV_KICK_*: whether a batch needs a KICK, learned at the
+	 * QP's first post (dv.c dv_learn_kick). */
+	int kick;
 	int refusal_logged;         /* one EOPNOTSUPP log line per QP */
 };
 
@@ -420,6 +428,8 @@ void usb4v_qp_mark_gone(struct usb4v_qp *qp);
 void usb4v_srq_mark_gone(struct usb4v_srq *srq);
 
 const char *usb4v_backend_name(int backend);
+/* The QP's USB4V_DV_KICK_* (-1 without a DV queue), for tests and logs. */
+int usb4v_dv_kick_mode(const struct usb4v_qp *qp);
 
 /* ---- ibv_qp_ex work-request builders (wrex.c) ----
  *

@@ -3,8 +3,10 @@ package dataplane
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -854,4 +856,115 @@ func TestUSB4DVNotOnSendCQWithChannel(t *testing.T) {
 	if s := pollN(t, e.cqA, 1)[0]; s.WrID != 4 || s.Status != WCSuccess {
 		t.Fatalf("completion %+v", s)
 	}
+}
+
+// issue 15: pleite-gda's kernel DV poll worker drains every queue it
+// attached at CREATE_QUEUE (pleite-gda:kernel/ibdev.c tbv_dv_poll_attach_locked,
+// "KICK is not required when polling is enabled": its usb4_rdma_dv.h), so a
+// KICK per post is a system call for nothing. With the worker running the
+// engine learns that at the QP's first post and posts without KICK.
+func TestUSB4DVNoKickWhenTheKernelPolls(t *testing.T) {
+	e := newUSB4Env(t, "dv", 64)
+	if err := e.d.SetDVPoller(true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.d.SetDVPoller(false) })
+	kicks := e.d.Kicks()
+	for i := 0; i < 200; i++ {
+		fill(e.bufA[:32], byte(i))
+		err := e.qpA.PostSend([]SendWR{{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGEs: []SGE{e.sgeA(0, 32)}, RemoteAddr: addr(e.bufB) + 1024, RKey: e.rkeyB}})
+		if err != nil {
+			t.Fatalf("post %d: %v", i, err)
+		}
+		if c := pollAsync(t, e.cqA, 1)[0]; c.WrID != uint64(i) || c.Status != WCSuccess {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+		if !bytes.Equal(e.bufB[1024:1056], e.bufA[:32]) {
+			t.Fatalf("write %d: bytes differ", i)
+		}
+	}
+	if n := e.d.Kicks() - kicks; n != 0 {
+		t.Fatalf("%d KICKs for 200 posts while the kernel polls the queue; want 0", n)
+	}
+	if m := e.qpA.DVKick(); m != "full SQ only" {
+		t.Fatalf("DVKick %q, want \"full SQ only\"", m)
+	}
+}
+
+// A queue the kernel stopped draining (its worker gone after the engine
+// learned it polls) must not wedge: a post that finds the SQ full KICKs and
+// goes through instead of failing with ENOMEM.
+func TestUSB4DVFullSQKicksWhenThePollerStops(t *testing.T) {
+	e := newUSB4Env(t, "dv", 256)
+	if err := e.d.SetDVPoller(true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.d.SetDVPoller(false) })
+	write := func(id uint64) SendWR {
+		return SendWR{WrID: id, Opcode: WRRDMAWrite, SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}
+	}
+	w := write(0)
+	w.Flags = SendSignaled
+	if err := e.qpA.PostSend([]SendWR{w}); err != nil {
+		t.Fatal(err)
+	}
+	pollAsync(t, e.cqA, 1)
+	if err := e.d.SetDVPoller(false); err != nil {
+		t.Fatal(err)
+	}
+	kicks := e.d.Kicks()
+	for i := 1; i <= 100; i++ { // the SQ holds 64
+		if err := e.qpA.PostSend([]SendWR{write(uint64(i))}); err != nil {
+			t.Fatalf("post %d with the poller stopped: %v", i, err)
+		}
+	}
+	if e.d.Kicks() == kicks {
+		t.Fatal("no KICK although the SQ filled up with nothing draining it")
+	}
+}
+
+// Without a kernel poller the first post waits for one, then KICKs every batch.
+func TestUSB4DVKicksEveryBatchWithoutAPoller(t *testing.T) {
+	e := newUSB4Env(t, "dv", 64)
+	if m := e.qpA.DVKick(); m != "undecided" {
+		t.Fatalf("DVKick before the first post %q", m)
+	}
+	for i := 0; i < 3; i++ {
+		kicks := e.d.Kicks()
+		if err := e.qpA.PostSend([]SendWR{{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}}); err != nil {
+			t.Fatal(err)
+		}
+		if e.d.Kicks() != kicks+1 {
+			t.Fatalf("post %d: %d KICKs, want 1", i, e.d.Kicks()-kicks)
+		}
+		pollN(t, e.cqA, 1)
+	}
+	if m := e.qpA.DVKick(); m != "every batch" {
+		t.Fatalf("DVKick %q, want \"every batch\"", m)
+	}
+}
+
+// pollAsync is pollN for completions a kernel thread produces: it keeps
+// polling (yielding) until n arrived or, as a failure, 10 s passed.
+func pollAsync(t testing.TB, cq *CQ, n int) []WC {
+	t.Helper()
+	var out []WC
+	wc := make([]WC, 16)
+	for deadline := time.Now().Add(10 * time.Second); len(out) < n && time.Now().Before(deadline); {
+		got, err := cq.Poll(wc)
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		if got == 0 {
+			runtime.Gosched()
+			continue
+		}
+		out = append(out, wc[:got]...)
+	}
+	if len(out) != n {
+		t.Fatalf("got %d completions in 10 s, want %d: %+v", len(out), n, out)
+	}
+	return out
 }

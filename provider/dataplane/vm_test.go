@@ -20,6 +20,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -1158,4 +1159,60 @@ func resizeSRQ(t *testing.T, srq *provider.SRQ, dsrq *dataplane.SRQ, maxWR uint3
 	if mi, _ := srq.RxeQueue(); mi == old {
 		t.Fatalf("resize left the srq on its old ring %+v", mi)
 	}
+}
+
+// pleite-gda drains DV queues from its kernel poll worker, so the engine
+// learns at the first post that it need not KICK: 50 one-WR posts make no
+// KICK, and the module's own counter says its poller took the WQEs
+// (pleite-gda:kernel/debugfs.c summary: dv_poll_wqes).
+func TestVMDVPostsWithoutKick(t *testing.T) {
+	if usb4Tree() != "pleite-gda" {
+		t.Skipf("DV send queues with caps: pleite-gda only (tree %q)", usb4Tree())
+	}
+	p := newPair(t, provider.QPTypeRC, 64)
+	if p.qa.d.SendBackend() != dataplane.BackendDV {
+		t.Fatalf("send backend %s (%s), want DV", p.qa.d.SendBackend(), p.qa.d.FallbackReason())
+	}
+	before, countersOK := dvPollWQEs()
+	const n = 50
+	for i := 0; i < n; i++ {
+		if err := p.qa.d.PostSend([]dataplane.SendWR{{WrID: uint64(i), Opcode: dataplane.WRRDMAWrite,
+			Flags: dataplane.SendSignaled, SGEs: []dataplane.SGE{p.a.sge(0, 64)},
+			RemoteAddr: p.b.addr(4096), RKey: p.b.mr.RKey()}}); err != nil {
+			t.Fatalf("post %d: %v", i, err)
+		}
+		vmPoll(t, p.dcqA, 1)
+	}
+	if m := p.qa.d.DVKick(); m != "full SQ only" {
+		t.Fatalf("DVKick %q after %d posts, want \"full SQ only\" (the kernel poller consumed nothing in time)", m, n)
+	}
+	if after, ok := dvPollWQEs(); countersOK && ok {
+		t.Logf("dv_poll_wqes %d -> %d", before, after)
+		if after-before < n {
+			t.Fatalf("the module's poller took %d WQEs of %d", after-before, n)
+		}
+	} else {
+		t.Log("debugfs summary unreadable: the poller's counter not checked")
+	}
+}
+
+// dvPollWQEs sums dv_poll_wqes over the module's debugfs summary.
+func dvPollWQEs() (int64, bool) {
+	b, err := os.ReadFile("/sys/kernel/debug/thunderbolt_ibverbs/summary")
+	if err != nil {
+		return 0, false
+	}
+	var sum int64
+	found := false
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "dv_poll_wqes: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			sum += n
+			found = true
+		}
+	}
+	return sum, found
 }

@@ -885,6 +885,56 @@ out:
 	return rc;
 }
 
+/* ---- the kernel's DV poll worker ---- */
+
+/*
+ * As pleite-gda:kernel/ibdev.c tbv_dv_poll_thread/tbv_dv_poll_scan: every
+ * queue attached at CREATE_QUEUE is drained up to the producer line's
+ * sq_tail with the same drain as KICK ("KICK is not required when polling
+ * is enabled", pleite-gda:userspace/usb4_rdma/usb4_rdma_dv.h), then the
+ * worker sleeps dv_poll_interval_us (default 10).
+ */
+static void *dv_poller_main(void *arg)
+{
+	struct dbl *d = arg;
+	for (;;) {
+		pthread_mutex_lock(&d->mu);
+		if (!d->poller_on) {
+			pthread_mutex_unlock(&d->mu);
+			return NULL;
+		}
+		d->poller_scans++;
+		for (int i = 0; i < DBL_MAX_QP; i++) {
+			struct dbl_qp *qp = &d->qp[i];
+			if (!qp->used || !qp->dv || qp->dv_error)
+				continue;
+			uint32_t tail = __atomic_load_n(USB4V_DB_PRODUCER(qp->db, sq_tail), __ATOMIC_ACQUIRE);
+			(void)dv_kick_pleite(d, qp, tail);
+		}
+		pthread_mutex_unlock(&d->mu);
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = 10000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+int dbl_set_dv_poller(struct dbl *d, int on)
+{
+	pthread_mutex_lock(&d->mu);
+	int was = d->poller_on;
+	d->poller_on = on;
+	pthread_mutex_unlock(&d->mu);
+	if (on && !was) {
+		int rc = pthread_create(&d->poller, NULL, dv_poller_main, d);
+		if (rc) {
+			d->poller_on = 0;
+			return rc;
+		}
+	} else if (!on && was) {
+		pthread_join(d->poller, NULL);
+	}
+	return 0;
+}
+
 /* ---- setup ---- */
 
 struct dbl *dbl_new(void)
@@ -910,6 +960,7 @@ void dbl_free(struct dbl *d)
 {
 	if (!d)
 		return;
+	dbl_set_dv_poller(d, 0);
 	for (int i = 0; i < DBL_MAX_CQ; i++) {
 		free(d->cq[i].priv);
 		free(d->cq[i].shm);

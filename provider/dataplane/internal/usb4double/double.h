@@ -71,6 +71,12 @@ struct dbl {
 	uint64_t polls_entered;  /* POLL_CQ writes that reached the double */
 	uint64_t polls_done;     /* ... and that it answered */
 	uint64_t kick_errors, post_send_busy;
+	/* The kernel's DV poll worker (pleite-gda:kernel/ibdev.c
+	 * tbv_dv_poll_thread): a thread that drains every DV queue up to its
+	 * producer sq_tail, so posts need no KICK. */
+	int poller_on;
+	pthread_t poller;
+	uint64_t poller_scans;
 };
 
 struct dbl *dbl_new(void);
@@ -88,4 +94,6 @@ void dbl_connect(struct dbl *d, uint32_t a, uint32_t b);
 void dbl_flood_cq(struct dbl *d, uint32_t cq, uint32_t n);
 /* Publishes a DV cq_tail beyond what the CQ holds, as a buggy kernel would. */
 void dbl_spoil_dv_cq_tail(struct dbl *d, uint32_t qp, uint32_t ahead);
+/* Starts (on) or stops the DV poll worker; 0 or a positive errno. */
+int dbl_set_dv_poller(struct dbl *d, int on);
 #endif

@@ -81,6 +81,16 @@ func (d *Double) SetBadGenerationResponse(on bool) { d.d.dv_bad_gen_resp = cbool
 // StaleNextWQE makes the next drained DV WQE fail its generation check.
 func (d *Double) StaleNextWQE() { d.d.dv_stale_next = 1 }
 
+// SetDVPoller starts or stops the kernel's DV poll worker, which drains
+// every DV queue up to its producer tail without a KICK (pleite-gda's
+// tbv_dv_poll_thread). Stop it before freeing engine objects.
+func (d *Double) SetDVPoller(on bool) error {
+	if rc := C.dbl_set_dv_poller(d.d, cbool(on)); rc != 0 {
+		return fmt.Errorf("double DV poller: %w", unix.Errno(rc))
+	}
+	return nil
+}
+
 // Counters of kernel crossings.
 func (d *Double) Writes() uint64 { return uint64(d.d.writes) }
 func (d *Double) Ioctls() uint64 { return uint64(d.d.ioctls) }

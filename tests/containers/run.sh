@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# tests/containers/run.sh [BASE...]: our .deb in container images run by a real engine
+# (rootful podman from Debian 12) inside one tests/vm boot. Each BASE (default: debian12
+# ubuntu2204 ubuntu2404) is a rootfs assembled from that release's packages
+# (tests/containers/lib.sh), `podman import`ed, and built with
+# examples/containers/Containerfile.<BASE>; the stock tools then run in containers with
+# the flags examples/containers/README.md documents. Result lines
+# "--- PASS|FAIL|SKIP: ctr/<base>/<case>" go to stdout and build/containers/<mode>.out.
+# USB4_TREE=<tree>: the same on the usb4 bed (tests/usb4/README.md) instead of rxe.
+# Run `make package` first.
+set -euo pipefail
+
+main() {
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+VMDIR=$REPO/tests/vm
+for f in common fetch userland; do
+  # shellcheck source=/dev/null
+  . "$VMDIR/lib/$f.sh"
+done
+# shellcheck source=/dev/null
+. "$REPO/tests/containers/lib.sh"
+CACHE=${CACHE:-$REPO/.cache}
+VMCACHE=$CACHE/vm
+if [[ -z ${MIRROR:-} ]]; then MIRROR=$(host_mirror) || exit 1; fi
+export MIRROR CACHE
+
+bases=("$@")
+((${#bases[@]})) || bases=(debian12 ubuntu2204 ubuntu2404)
+PKG_OUT=${PKG_OUT:-$REPO/build/pkg}
+debs=("$PKG_OUT"/usb4verbs_*_amd64.deb)
+[[ -f ${debs[0]} ]] || die "no usb4verbs_*_amd64.deb in $PKG_OUT; run 'make package'"
+((${#debs[@]} == 1)) || die "more than one .deb in $PKG_OUT: ${debs[*]##*/}"
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/files/pkg" "$WORK/files/containers" "$WORK/files/rootfs"
+cp "${debs[0]}" "$WORK/files/pkg/"
+local b suite root rc=0 have=()
+for b in "${bases[@]}"; do
+  case $b in
+    debian12) suite=bookworm ;; ubuntu2204) suite=jammy ;; ubuntu2404) suite=noble ;;
+    *) die "unknown base $b (debian12, ubuntu2204, ubuntu2404)" ;;
+  esac
+  cp "$REPO/examples/containers/Containerfile.$b" "$WORK/files/containers/"
+  root=$(ctr_rootfs "$suite") || rc=$?
+  if ((rc == 77)); then rc=0; continue; fi
+  ((rc == 0)) || die "rootfs for $b failed"
+  cp -a "$root" "$WORK/files/rootfs/$b"
+  rm -f "$WORK/files/rootfs/$b"/{.done,.debs}
+  have+=("$b")
+done
+((${#have[@]})) || { result SKIP ctr/all "no base rootfs could be assembled"; exit 0; }
+printf '%s\n' "${have[*]}" > "$WORK/files/bases"
+
+mode=rxe
+[[ -n ${USB4_TREE:-} ]] && mode=usb4-$USB4_TREE
+mkdir -p "$REPO/build/containers"
+log "containers: ${have[*]} ($mode), ${debs[0]##*/}"
+# The VM's own userland is the container host: Debian 12 with podman, crun, conmon;
+# runc (the other OCI runtime podman accepts) is left out. overlay: the storage driver.
+USERLAND=bookworm VM_TIMEOUT=${VM_TIMEOUT:-900} VM_MEM=${VM_MEM:-3072} \
+  VM_EXTRA_KMODS="overlay" \
+  VM_EXTRA_DEBS="podman crun conmon golang-github-containers-common${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+  VM_DENY_DEBS="runc" VM_FILES="$WORK/files" VM_GUEST_SCRIPT="$REPO/tests/containers/guest.sh" \
+  "$VMDIR/run.sh" | tee "$REPO/build/containers/$mode.out" || rc=$?
+exit $rc
+}
+
+main "$@"

@@ -109,6 +109,7 @@ func runChecks(e doctorEnv) []check {
 		checkTBNetLoaded(e),
 		checkGIDs(e),
 		checkUdev(e),
+		checkDevNodes(e),
 		checkMemlock(e),
 		checkIOMMU(e),
 		checkProvider(e),
@@ -275,6 +276,65 @@ func checkUdev(e doctorEnv) check {
 		return ok(id, u.File+" excludes usb4_rdma devices")
 	}
 	return ok(id, "no active rdma_rename rule")
+}
+
+// checkDevNodes: sysfs lists every RDMA device of the host, also in a
+// container, but only the /dev/infiniband nodes passed in with --device
+// exist there (and a device cgroup may refuse the ones that do).
+func checkDevNodes(e doctorEnv) check {
+	const id = "uverbs-device-missing"
+	var missing, denied, fixes []string
+	known := false
+	for _, d := range e.sys.Devices {
+		switch d.DevNode {
+		case "":
+			continue
+		case sysinfo.DevNodeOK:
+		case sysinfo.DevNodeMissing:
+			missing = append(missing, d.Name+" (/dev/infiniband/"+d.Uverbs+")")
+			fixes = append(fixes, "--device=/dev/infiniband/"+d.Uverbs)
+		default:
+			denied = append(denied, d.Name+" (/dev/infiniband/"+d.Uverbs+": "+strings.TrimPrefix(d.DevNode, "no access: ")+")")
+			fixes = append(fixes, "--device=/dev/infiniband/"+d.Uverbs)
+		}
+		known = true
+	}
+	if !known {
+		return skip(id, "no uverbs device nodes to check (no RDMA device, or a captured tree without dev/)")
+	}
+	if len(missing)+len(denied) == len(e.sys.Devices) || len(e.use) > 0 && !anyUsable(e) {
+		msg := ""
+		if len(missing) > 0 {
+			msg = "no device node for " + strings.Join(missing, ", ") + ": libibverbs lists none of these (a container started without --device)"
+		}
+		if len(denied) > 0 {
+			msg += cond(msg != "", "; ", "") + "not allowed to open " + strings.Join(denied, ", ")
+		}
+		return fail(id, msg, "pass the devices into the container: podman/docker run "+strings.Join(fixes, " ")+
+			" --device=/dev/infiniband/rdma_cm (or --device=/dev/infiniband for all of them)")
+	}
+	if len(missing)+len(denied) > 0 {
+		return ok(id, fmt.Sprintf("%d of %d device node(s) present; not passed in: %s", len(e.sys.Devices)-len(missing)-len(denied),
+			len(e.sys.Devices), strings.Join(append(missing, denied...), ", ")))
+	}
+	return ok(id, "every device has its /dev/infiniband node")
+}
+
+// anyUsable: one of the devices named on the command line has its node.
+func anyUsable(e doctorEnv) bool {
+	for _, d := range e.sys.Devices {
+		if slices.Contains(e.use, d.Name) && (d.DevNode == sysinfo.DevNodeOK || d.DevNode == "") {
+			return true
+		}
+	}
+	return false
+}
+
+func cond(c bool, a, b string) string {
+	if c {
+		return a
+	}
+	return b
 }
 
 // minMemlock: below this pinned-memory limit NCCL buffers and perftest's

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"usb4verbs/internal/sysinfo"
+	"usb4verbs/rdmanl"
 )
 
 // Verdicts, from best to worst; "skip" means the check does not apply.
@@ -46,6 +47,15 @@ type doctorEnv struct {
 	interval time.Duration
 	second   []sysinfo.KV
 	secondOK bool
+	// netns is the RDMA subsystem's netns mode (live only, from netlink).
+	netns netnsMode
+}
+
+// netnsMode is `rdma system show netns` as the doctor saw it.
+type netnsMode struct {
+	known     bool
+	exclusive bool
+	err       string // why it is unknown on the live system
 }
 
 func runDoctor(w io.Writer, opts options, watch durationFlag, args []string) (int, error) {
@@ -54,6 +64,9 @@ func runDoctor(w io.Writer, opts options, watch durationFlag, args []string) (in
 		if strings.HasPrefix(a, "-") {
 			return 0, usageError{fmt.Sprintf("doctor: unexpected %q", a)}
 		}
+	}
+	if opts.live() {
+		env.netns = liveNetnsMode()
 	}
 	if env.watch {
 		env.second, env.secondOK = secondSummary(opts, watch.d, env.sys.Debugfs.Present)
@@ -110,6 +123,7 @@ func runChecks(e doctorEnv) []check {
 		checkGIDs(e),
 		checkUdev(e),
 		checkDevNodes(e),
+		checkNetnsExclusive(e),
 		checkMemlock(e),
 		checkIOMMU(e),
 		checkProvider(e),
@@ -318,6 +332,35 @@ func checkDevNodes(e doctorEnv) check {
 			len(e.sys.Devices), strings.Join(append(missing, denied...), ", ")))
 	}
 	return ok(id, "every device has its /dev/infiniband node")
+}
+
+// liveNetnsMode asks the kernel over RDMA netlink, which answers in every
+// network namespace.
+func liveNetnsMode() netnsMode {
+	excl, err := rdmanl.NetnsMode()
+	if err != nil {
+		return netnsMode{err: err.Error()}
+	}
+	return netnsMode{known: true, exclusive: excl}
+}
+
+// checkNetnsExclusive: in exclusive mode a network namespace sees only the
+// RDMA devices registered in or moved into it, so a container with its own
+// network (the engines' default) sees none of the host's.
+func checkNetnsExclusive(e doctorEnv) check {
+	const id = "rdma-netns-exclusive"
+	switch {
+	case !e.netns.known && e.netns.err != "":
+		return skip(id, "netns mode unknown: "+e.netns.err)
+	case !e.netns.known:
+		return skip(id, "netns mode is read on the live system only")
+	case !e.netns.exclusive:
+		return ok(id, "rdma netns mode shared: every network namespace sees the RDMA devices")
+	case len(e.sys.Devices) == 0:
+		return fail(id, "rdma netns mode exclusive, and no RDMA device is in this network namespace",
+			"run the container with --network=host, or on the host: rdma system set netns shared (allowed while no other network namespace exists), or move a device in: rdma dev set <dev> netns <name>")
+	}
+	return ok(id, fmt.Sprintf("rdma netns mode exclusive; %d device(s) in this network namespace", len(e.sys.Devices)))
 }
 
 // anyUsable: one of the devices named on the command line has its node.

@@ -84,12 +84,16 @@ served() {
   return 1
 }
 
-# pair CASE IMG NETS -- SERVER... -- CLIENT...: the server in a detached container (dev0,
-# cpu 0), the client in the foreground (dev1, cpu 1; perftest's cycle counter misreads
-# when both share one vCPU). NETS: "netns" (ctrA/ctrB) or "host". Passes when both exit
-# 0 and the server process had our provider mapped.
+# pair CASE IMG NETS [lazy] -- SERVER... -- CLIENT...: the server in a detached container
+# (dev0, cpu 0), the client in the foreground (dev1, cpu 1; perftest's cycle counter
+# misreads when both share one vCPU). NETS: "netns" (ctrA/ctrB) or "host". Passes when
+# both exit 0 and the server process had our provider mapped. lazy: the server opens its
+# device only when the client comes (rdma_cm), so the maps are watched while the client
+# runs instead of before.
 pair() {
-  c=$1 img=$2 nets=$3; shift 4
+  c=$1 img=$2 nets=$3 lazy=0; shift 3
+  [ "$1" = lazy ] && { lazy=1; shift; }
+  shift
   srv="" cli=""
   while [ "$1" != -- ]; do srv="$srv $1"; shift; done; shift
   cli="$*"
@@ -99,12 +103,20 @@ pair() {
   podman run -d --name "$name" $n0 --cpuset-cpus=0 $(devflags "$DEV0") $LIMIT_FLAGS $USER_FLAGS $RXE_ENV \
     "$img" $srv > $WORK/srv.id 2>&1 || { fail "$c" "server container did not start: $(tail -n1 $WORK/srv.id)"; return; }
   ok=1; why=""
-  served "$name" || { ok=0; why="libusb4_rdma-go.so not in the server's /proc/PID/maps"; }
-  sleep 1
+  rm -f $WORK/served
+  if [ $lazy = 1 ]; then
+    (served "$name" && touch $WORK/served) &
+    sleep 2
+  else
+    served "$name" && touch $WORK/served
+    sleep 1
+  fi
   timeout $TIMEOUT podman run --rm $n1 --cpuset-cpus=1 $(devflags "$DEV1") $LIMIT_FLAGS $USER_FLAGS $RXE_ENV \
     "$img" $cli > $WORK/cli.log 2>&1
   crc=$?
   src=$(timeout 20 podman wait "$name" 2>/dev/null)
+  wait
+  [ -e $WORK/served ] || { ok=0; why="libusb4_rdma-go.so not in the server's /proc/PID/maps"; }
   podman logs "$name" > $WORK/srv.log 2>&1
   podman rm -f "$name" > /dev/null 2>&1
   echo "    server:$srv"; show $WORK/srv.log
@@ -115,7 +127,8 @@ pair() {
 }
 
 # single CASE IMG WANTRC GREP FLAGS... -- CMD...: one container; passes when it exits
-# WANTRC and its output matches the ERE GREP.
+# WANTRC ("fails": any non-zero status) and its output matches the ERE GREP (several
+# EREs: separated by " ;; ", each must match a line).
 single() {
   c=$1 img=$2 want=$3 re=$4; shift 4
   fl=""
@@ -123,9 +136,17 @@ single() {
   timeout $TIMEOUT podman run --rm $fl "$img" "$@" > $WORK/out.log 2>&1
   rc=$?
   echo "    podman run$fl $img $*"; show $WORK/out.log
-  if [ $rc != "$want" ]; then fail "$c" "exit $rc, want $want"
-  elif ! grep -Eq -- "$re" $WORK/out.log; then fail "$c" "output does not match /$re/"
-  else pass "$c"; fi
+  if [ "$want" = fails ] && [ $rc = 0 ]; then fail "$c" "exit 0, want a failure"
+  elif [ "$want" != fails ] && [ $rc != "$want" ]; then fail "$c" "exit $rc, want $want"
+  else
+    miss="" rest=$re
+    while [ -n "$rest" ]; do
+      r=${rest%% ;; *}
+      if [ "$r" = "$rest" ]; then rest=""; else rest=${rest#* ;; }; fi
+      grep -Eq -- "$r" $WORK/out.log || miss="$miss /$r/"
+    done
+    if [ -n "$miss" ]; then fail "$c" "output does not match$miss"; else pass "$c"; fi
+  fi
 }
 
 image_cases() {
@@ -141,8 +162,28 @@ image_cases() {
     pair $b/$nets/ib_write_bw $img $nets -- ib_write_bw -d "$DEV0" -x "$GID0" -F -n 200 -p 18516 --report_gbits \
       -- ib_write_bw -d "$DEV1" -x "$GID1" -F -n 200 -p 18516 --report_gbits "$sip"
   done
-  pair $b/host/rping $img host -- rping -s -v -C 10 -a 0.0.0.0 -p 7174 \
+  pair $b/host/rping $img host lazy -- rping -s -v -C 10 -a 0.0.0.0 -p 7174 \
     -- rping -c -v -C 10 -a "$IP0" -I "$IP1" -p 7174
+  # rdma_cm resolves addresses and routes in the caller's network namespace, and binds
+  # to a device through the netdev of that route: in ctrA/ctrB that is the cA/cB veth,
+  # which carries no RDMA device (the devices' netdevs stay in the initial namespace).
+  timeout $TIMEOUT podman run --rm --network=ns:/run/netns/ctrB $(devflags "$DEV1") $LIMIT_FLAGS $USER_FLAGS \
+    $RXE_ENV "$img" rping -c -v -C 1 -a $CIP0 -p 7175 > $WORK/out.log 2>&1
+  skip $b/netns/rping "rdma_cm needs --network=host: in its own netns the route to the peer is a netdev without an RDMA device (rping: $(grep -m1 -iE 'error|fail|unreach|No such' $WORK/out.log | cut -c1-120))"
+
+  # --- the user's setup at fault: each gets the tool's error and doctor's fix.
+  # No --device: sysfs still lists the devices, libibverbs opens none.
+  single $b/no-device/ibv_devinfo $img fails "No IB devices found|[Nn]o .*device" \
+    $LIMIT_FLAGS $USER_FLAGS $RXE_ENV --network=host -- ibv_devinfo
+  single $b/no-device/doctor $img 1 "^ERROR +uverbs-device-missing ;; fix: .*--device=/dev/infiniband/uverbs" \
+    $LIMIT_FLAGS $USER_FLAGS $RXE_ENV --network=host -- ibvinfo doctor --no-color
+  # memlock 64 KiB (the engines' old default) without CAP_IPC_LOCK: a 1 MiB buffer does
+  # not register.
+  lim="--ulimit memlock=65536:65536"
+  single $b/memlock-64k/ibv_rc_pingpong $img fails "[Cc]ouldn.t register MR ;; ^libusb4_rdma: reg_mr of 1048576 bytes: ENOMEM: the memlock limit is 64 KiB.*--ulimit memlock=-1" \
+    $(devflags "$DEV0") $lim $USER_FLAGS $RXE_ENV --network=host -- ibv_rc_pingpong -d "$DEV0" -g "$GID0" -s 1048576
+  single $b/memlock-64k/doctor $img 1 "^ERROR +memlock-low +memlock limit 64 KiB ;; fix: .*--ulimit memlock=-1" \
+    $(devflags "$DEV0") $lim $USER_FLAGS $RXE_ENV --network=host -- ibvinfo doctor --no-color
 }
 
 echo "=== engine"
@@ -166,4 +207,36 @@ for b in $BASES; do
   fi
   image_cases $b
 done
+
+# --- rdma netns mode exclusive: a container with its own network sees no device (doctor
+# says so and names --network=host); with the host's network it works. The mode can be
+# changed only while no other network namespace exists.
+exclusive_cases() {
+  for n in ctrA ctrB; do $IP netns del $n; done
+  # A deleted namespace is freed asynchronously (the kernel's netns cleanup work), and
+  # until then the mode change is refused with EBUSY.
+  i=0
+  until $RDMA system set netns exclusive > $WORK/excl.log 2>&1; do
+    i=$((i + 1))
+    if [ $i -ge 60 ]; then
+      show $WORK/excl.log; fail netns-exclusive/setup "rdma system set netns exclusive still refused after 30 s"; return
+    fi
+    sleep 0.5
+  done
+  echo "    rdma system set netns exclusive: after $i retries"
+  $IP netns add ctrX
+  for b in $BASES; do
+    img=localhost/usb4verbs-$b
+    podman image exists $img || continue
+    single $b/netns-exclusive/ibv_devinfo $img fails "No IB devices found|[Nn]o .*device" \
+      $(devflags "$DEV0") $LIMIT_FLAGS $USER_FLAGS $RXE_ENV --network=ns:/run/netns/ctrX -- ibv_devinfo
+    single $b/netns-exclusive/doctor $img 1 "^ERROR +rdma-netns-exclusive ;; fix: .*--network=host" \
+      $(devflags "$DEV0") $LIMIT_FLAGS $USER_FLAGS $RXE_ENV --network=ns:/run/netns/ctrX -- ibvinfo doctor --no-color
+    single $b/netns-exclusive/host-network $img 0 "PORT_ACTIVE" \
+      $(devflags "$DEV0") $LIMIT_FLAGS $USER_FLAGS $RXE_ENV --network=host -- ibv_devinfo -d "$DEV0"
+  done
+  $IP netns del ctrX
+  $RDMA system set netns shared || fail netns-exclusive/restore "rdma system set netns shared failed"
+}
+exclusive_cases
 [ $FAILED = 0 ]

@@ -87,12 +87,12 @@ served() {
 # pair CASE IMG NETS [lazy] -- SERVER... -- CLIENT...: the server in a detached container
 # (dev0, cpu 0), the client in the foreground (dev1, cpu 1; perftest's cycle counter
 # misreads when both share one vCPU). NETS: "netns" (ctrA/ctrB) or "host". Passes when
-# both exit 0 and the server process had our provider mapped. lazy: the server opens its
-# device only when the client comes (rdma_cm), so the maps are watched while the client
-# runs instead of before.
+# both exit 0 and the server process had our provider mapped. persistent: a server that
+# opens its device only when the client comes and does not exit by itself (rping -P):
+# its maps are read after the client is done, and it is then stopped.
 pair() {
-  c=$1 img=$2 nets=$3 lazy=0; shift 3
-  [ "$1" = lazy ] && { lazy=1; shift; }
+  c=$1 img=$2 nets=$3 persistent=0; shift 3
+  [ "$1" = persistent ] && { persistent=1; shift; }
   shift
   srv="" cli=""
   while [ "$1" != -- ]; do srv="$srv $1"; shift; done; shift
@@ -104,18 +104,17 @@ pair() {
     "$img" $srv > $WORK/srv.id 2>&1 || { fail "$c" "server container did not start: $(tail -n1 $WORK/srv.id)"; return; }
   ok=1; why=""
   rm -f $WORK/served
-  if [ $lazy = 1 ]; then
-    (served "$name" && touch $WORK/served) &
-    sleep 2
-  else
-    served "$name" && touch $WORK/served
-    sleep 1
-  fi
+  if [ $persistent = 1 ]; then sleep 2; else served "$name" && touch $WORK/served; sleep 1; fi
   timeout $TIMEOUT podman run --rm $n1 --cpuset-cpus=1 $(devflags "$DEV1") $LIMIT_FLAGS $USER_FLAGS $RXE_ENV \
     "$img" $cli > $WORK/cli.log 2>&1
   crc=$?
-  src=$(timeout 20 podman wait "$name" 2>/dev/null)
-  wait
+  if [ $persistent = 1 ]; then
+    served "$name" && touch $WORK/served
+    podman stop -t 2 "$name" > /dev/null 2>&1
+    src=0
+  else
+    src=$(timeout 20 podman wait "$name" 2>/dev/null)
+  fi
   [ -e $WORK/served ] || { ok=0; why="libusb4_rdma-go.so not in the server's /proc/PID/maps"; }
   podman logs "$name" > $WORK/srv.log 2>&1
   podman rm -f "$name" > /dev/null 2>&1
@@ -162,8 +161,8 @@ image_cases() {
     pair $b/$nets/ib_write_bw $img $nets -- ib_write_bw -d "$DEV0" -x "$GID0" -F -n 200 -p 18516 --report_gbits \
       -- ib_write_bw -d "$DEV1" -x "$GID1" -F -n 200 -p 18516 --report_gbits "$sip"
   done
-  pair $b/host/rping $img host lazy -- rping -s -v -C 10 -a 0.0.0.0 -p 7174 \
-    -- rping -c -v -C 10 -a "$IP0" -I "$IP1" -p 7174
+  pair $b/host/rping $img host persistent -- rping -s -P -v -a 0.0.0.0 -p 7174 \
+    -- rping -c -v -V -C 10 -a "$IP0" -I "$IP1" -p 7174
   # rdma_cm resolves addresses and routes in the caller's network namespace, and binds
   # to a device through the netdev of that route: in ctrA/ctrB that is the cA/cB veth,
   # which carries no RDMA device (the devices' netdevs stay in the initial namespace).

@@ -7,7 +7,8 @@
 # the flags examples/containers/README.md documents. Result lines
 # "--- PASS|FAIL|SKIP: ctr/<base>/<case>" go to stdout and build/containers/<mode>.out.
 # USB4_TREE=<tree>: the same on the usb4 bed (tests/usb4/README.md) instead of rxe.
-# Run `make package` first.
+# --all-modes (make test): rxe, then the usb4 bed on hellas-main (CTR_USB4_TREES), or a
+# SKIP line per tree when USB4_MODULE_SRC is absent. Run `make package` first.
 set -euo pipefail
 
 main() {
@@ -24,6 +25,8 @@ VMCACHE=$CACHE/vm
 if [[ -z ${MIRROR:-} ]]; then MIRROR=$(host_mirror) || exit 1; fi
 export MIRROR CACHE
 
+local all_modes=0
+[[ ${1:-} == --all-modes ]] && { all_modes=1; shift; }
 bases=("$@")
 ((${#bases[@]})) || bases=(debian12 ubuntu2204 ubuntu2404)
 PKG_OUT=${PKG_OUT:-$REPO/build/pkg}
@@ -35,7 +38,8 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/files/pkg" "$WORK/files/containers" "$WORK/files/rootfs"
 cp "${debs[0]}" "$WORK/files/pkg/"
-local b suite root rc=0 have=()
+local b suite root rc=0
+have=()
 for b in "${bases[@]}"; do
   case $b in
     debian12) suite=bookworm ;; ubuntu2204) suite=jammy ;; ubuntu2404) suite=noble ;;
@@ -52,18 +56,40 @@ done
 ((${#have[@]})) || { result SKIP ctr/all "no base rootfs could be assembled"; exit 0; }
 printf '%s\n' "${have[*]}" > "$WORK/files/bases"
 
-mode=rxe
-[[ -n ${USB4_TREE:-} ]] && mode=usb4-$USB4_TREE
 mkdir -p "$REPO/build/containers"
-log "containers: ${have[*]} ($mode), ${debs[0]##*/}"
-# The VM's own userland is the container host: Debian 12 with podman, crun, conmon;
-# runc (the other OCI runtime podman accepts) is left out. overlay: the storage driver.
-USERLAND=bookworm VM_TIMEOUT=${VM_TIMEOUT:-900} VM_MEM=${VM_MEM:-3072} \
-  VM_EXTRA_KMODS="overlay" \
-  VM_EXTRA_DEBS="podman crun conmon golang-github-containers-common${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
-  VM_DENY_DEBS="runc" VM_FILES="$WORK/files" VM_GUEST_SCRIPT="$REPO/tests/containers/guest.sh" \
-  "$VMDIR/run.sh" | tee "$REPO/build/containers/$mode.out" || rc=$?
+if ((!all_modes)); then
+  boot "${USB4_TREE:-}" || rc=$?
+  exit $rc
+fi
+boot "" || rc=1
+local tree src
+# shellcheck source=/dev/null
+. "$REPO/tests/usb4/lib/trees.sh"
+src=$(usb4_module_src "$REPO")
+for tree in ${CTR_USB4_TREES:-hellas-main}; do
+  if [[ -z $src || ! -d $src ]]; then
+    result SKIP "ctr/usb4-$tree" "USB4_MODULE_SRC not set and ../shared/usb4-module absent: no usb4 bed"
+    continue
+  fi
+  USB4_MODULE_SRC=$src boot "$tree" || rc=1
+done
 exit $rc
+}
+
+# boot TREE: one VM with every image; TREE empty: rxe, else the usb4 bed on TREE.
+boot() {
+  local mode=rxe
+  [[ -n $1 ]] && mode=usb4-$1
+  log "containers: ${have[*]} ($mode), ${debs[0]##*/}"
+  # The VM's own userland is the container host: Debian 12 with podman, crun, conmon;
+  # runc (the other OCI runtime podman accepts) is left out. overlay: the storage driver.
+  USB4_TREE=$1 USERLAND=bookworm VM_TIMEOUT=${VM_TIMEOUT:-900} VM_MEM=${VM_MEM:-3072} \
+    VM_EXTRA_KMODS="overlay" \
+    VM_EXTRA_DEBS="podman crun conmon golang-github-containers-common${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+    VM_DENY_DEBS="runc" VM_FILES="$WORK/files" VM_GUEST_SCRIPT="$REPO/tests/containers/guest.sh" \
+    "$VMDIR/run.sh" | tee "$REPO/build/containers/$mode.out"
+  local r=${PIPESTATUS[0]}
+  ((r == 0 || r == 77))
 }
 
 main "$@"

@@ -7,8 +7,10 @@
 # the flags examples/containers/README.md documents. Result lines
 # "--- PASS|FAIL|SKIP: ctr/<base>/<case>" go to stdout and build/containers/<mode>.out.
 # USB4_TREE=<tree>: the same on the usb4 bed (tests/usb4/README.md) instead of rxe.
-# --all-modes (make test): rxe, then the usb4 bed on hellas-main (CTR_USB4_TREES), or a
-# SKIP line per tree when USB4_MODULE_SRC is absent. Run `make package` first.
+# --all-modes (make test): rxe with every BASE, then the usb4 bed on hellas-main
+# (CTR_USB4_TREES) with ubuntu2204, the base of the PyTorch and vLLM images
+# (CTR_USB4_BASES), or a SKIP line per tree when USB4_MODULE_SRC is absent. Run
+# `make package` first.
 set -euo pipefail
 
 main() {
@@ -71,7 +73,17 @@ for tree in ${CTR_USB4_TREES:-hellas-main}; do
     result SKIP "ctr/usb4-$tree" "USB4_MODULE_SRC not set and ../shared/usb4-module absent: no usb4 bed"
     continue
   fi
-  USB4_MODULE_SRC=$src boot "$tree" || rc=1
+  # Only CTR_USB4_BASES go into this boot (the others' trees wait outside the image).
+  mkdir -p "$WORK/spare"
+  for b in "${have[@]}"; do
+    [[ " ${CTR_USB4_BASES:-ubuntu2204} " == *" $b "* ]] || mv "$WORK/files/rootfs/$b" "$WORK/spare/"
+  done
+  (cd "$WORK/files/rootfs" && ls) | paste -sd' ' > "$WORK/files/bases"
+  if [[ -s $WORK/files/bases ]] && [[ -n $(cat "$WORK/files/bases") ]]; then
+    USB4_MODULE_SRC=$src boot "$tree" || rc=1
+  else
+    result SKIP "ctr/usb4-$tree" "none of CTR_USB4_BASES (${CTR_USB4_BASES:-ubuntu2204}) could be assembled"
+  fi
 done
 exit $rc
 }

@@ -29,7 +29,7 @@ show() { sed 's/^/    | /' "$1" | tail -n 25; }
 # no systemd cgroup manager). The initramfs root cannot be pivot_root'ed away from, so
 # crun chroots (no_pivot_root), and RUN steps of a build use buildah's chroot isolation.
 setup_engine() {
-  mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup || return 1
+  grep -q " /sys/fs/cgroup cgroup2 " /proc/mounts || mount -t cgroup2 cgroup2 /sys/fs/cgroup || return 1
   modprobe overlay || return 1
   mkdir -p /var/tmp /var/lib/containers /etc/containers
   mount -t tmpfs tmpfs /var/lib/containers || return 1
@@ -94,9 +94,13 @@ served() {
 # both exit 0 and the server process had our provider mapped. persistent: a server that
 # opens its device only when the client comes and does not exit by itself (rping -P):
 # its maps are read after the client is done, and it is then stopped.
+# alldev: both containers get every node (--device=/dev/infiniband) instead of one each.
 pair() {
-  c=$1 img=$2 nets=$3 persistent=0; shift 3
-  [ "$1" = persistent ] && { persistent=1; shift; }
+  c=$1 img=$2 nets=$3 persistent=0 alldev=0; shift 3
+  while [ "$1" != -- ]; do
+    case $1 in persistent) persistent=1 ;; alldev) alldev=1 ;; esac
+    shift
+  done
   shift
   srv="" cli=""
   while [ "$1" != -- ]; do srv="$srv $1"; shift; done; shift
@@ -104,12 +108,14 @@ pair() {
   if [ $nets = netns ]; then n0="--network=ns:/run/netns/ctrA" n1="--network=ns:/run/netns/ctrB"
   else n0="--network=host" n1="--network=host"; fi
   name=srv-$$-$(echo "$c" | tr '/' '-')
-  podman run -d --name "$name" $n0 --cpuset-cpus=0 $(devflags "$DEV0") $LIMIT_FLAGS $USER_FLAGS $RXE_ENV \
+  d0=$(devflags "$DEV0") d1=$(devflags "$DEV1")
+  [ $alldev = 1 ] && d0=--device=/dev/infiniband d1=--device=/dev/infiniband
+  podman run -d --name "$name" $n0 --cpuset-cpus=0 $d0 $LIMIT_FLAGS $USER_FLAGS $RXE_ENV \
     "$img" $srv > $WORK/srv.id 2>&1 || { fail "$c" "server container did not start: $(tail -n1 $WORK/srv.id)"; return; }
   ok=1; why=""
   rm -f $WORK/served
   if [ $persistent = 1 ]; then sleep 2; else served "$name" && touch $WORK/served; sleep 1; fi
-  timeout $TIMEOUT podman run --rm $n1 --cpuset-cpus=1 $(devflags "$DEV1") $LIMIT_FLAGS $USER_FLAGS $RXE_ENV \
+  timeout $TIMEOUT podman run --rm $n1 --cpuset-cpus=1 $d1 $LIMIT_FLAGS $USER_FLAGS $RXE_ENV \
     "$img" $cli > $WORK/cli.log 2>&1
   crc=$?
   if [ $persistent = 1 ]; then
@@ -122,8 +128,8 @@ pair() {
   [ -e $WORK/served ] || { ok=0; why="libusb4_rdma-go.so not in the server's /proc/PID/maps"; }
   podman logs "$name" > $WORK/srv.log 2>&1
   podman rm -f "$name" > /dev/null 2>&1
-  echo "    server:$srv"; show $WORK/srv.log
-  echo "    client: $cli"; show $WORK/cli.log
+  echo "    server ($n0 $d0):$srv"; show $WORK/srv.log
+  echo "    client ($n1 $d1): $cli"; show $WORK/cli.log
   [ $crc = 0 ] || { ok=0; why="${why:+$why; }client exit $crc"; }
   [ "$src" = 0 ] || { ok=0; why="${why:+$why; }server exit ${src:-none}"; }
   if [ $ok = 1 ]; then pass "$c"; else fail "$c" "$why"; fi
@@ -165,7 +171,12 @@ image_cases() {
     pair $b/$nets/ib_write_bw $img $nets -- ib_write_bw -d "$DEV0" -x "$GID0" -F -n 200 -p 18516 --report_gbits $PERF_EXTRA \
       -- ib_write_bw -d "$DEV1" -x "$GID1" -F -n 200 -p 18516 --report_gbits $PERF_EXTRA "$sip"
   done
-  pair $b/host/rping $img host persistent -- rping -s -P -v -a 0.0.0.0 -p 7174 \
+  # rdma_cm picks the device from the address. On the usb4 bed every device carries the
+  # GIDs of the one roce_netdev, so the device it picks need not be the one a container
+  # was given (rping: RDMA_CM_EVENT_ADDR_ERROR): there both get all of /dev/infiniband.
+  rping_devs=""
+  [ "${MODE:-rxe}" = usb4 ] && rping_devs=alldev
+  pair $b/host/rping $img host persistent $rping_devs -- rping -s -P -v -a 0.0.0.0 -p 7174 \
     -- rping -c -v -V -C 10 -a "$IP0" -I "$IP1" -p 7174
   # rdma_cm resolves addresses and routes in the caller's network namespace, and binds
   # to a device through the netdev of that route: in ctrA/ctrB that is the cA/cB veth,

@@ -94,9 +94,10 @@ boot() {
   [[ -n $1 ]] && mode=usb4-$1
   log "containers: ${have[*]} ($mode), ${debs[0]##*/}"
   # The VM's own userland is the container host: Debian 12 with podman, crun, conmon;
-  # runc (the other OCI runtime podman accepts) is left out. overlay: the storage driver.
+  # runc (the other OCI runtime podman accepts) is left out. overlay: the storage driver;
+  # veth: the own-netns cases (the usb4 bed loads no veth of its own).
   USB4_TREE=$1 USERLAND=bookworm VM_TIMEOUT=${VM_TIMEOUT:-900} VM_MEM=${VM_MEM:-3072} \
-    VM_EXTRA_KMODS="overlay" \
+    VM_EXTRA_KMODS="overlay veth" \
     VM_EXTRA_DEBS="podman crun conmon golang-github-containers-common${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
     VM_DENY_DEBS="runc" VM_FILES="$WORK/files" VM_GUEST_SCRIPT="$REPO/tests/containers/guest.sh" \
     "$VMDIR/run.sh" | tee "$REPO/build/containers/$mode.out"

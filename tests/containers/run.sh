@@ -48,8 +48,14 @@ for b in "${bases[@]}"; do
     *) die "unknown base $b (debian12, ubuntu2204, ubuntu2404)" ;;
   esac
   cp "$REPO/examples/containers/Containerfile.$b" "$WORK/files/containers/"
+  # ctr_rootfs prints the path on stdout, so its SKIP line (status 77: the suite's
+  # archive is unreachable) would land in $root; the line is printed here instead.
   root=$(ctr_rootfs "$suite") || rc=$?
-  if ((rc == 77)); then rc=0; continue; fi
+  if ((rc == 77)); then
+    rc=0
+    result SKIP "ctr/$b" "no $suite rootfs: its archive is not reachable from this machine"
+    continue
+  fi
   ((rc == 0)) || die "rootfs for $b failed"
   cp -a "$root" "$WORK/files/rootfs/$b"
   rm -f "$WORK/files/rootfs/$b"/{.done,.debs}

@@ -224,6 +224,9 @@ func (t *tree) activeMTU(d Device, p Port) (int, string) {
 	if ndev == "" {
 		return 0, ""
 	}
+	if !t.netdevIsDevices(d, ndev) {
+		return 0, ""
+	}
 	s, ok := t.attr("sys/class/net/"+ndev+"/mtu", true)
 	if !ok {
 		return 0, ""
@@ -233,6 +236,35 @@ func (t *tree) activeMTU(d Device, p Port) (int, string) {
 		return 0, ""
 	}
 	return IBMTUForNetdev(mtu), "netdev " + ndev
+}
+
+// netdevIsDevices reports whether sys/class/net/NDEV is the netdev the
+// device's GIDs name. gid_attrs/ndevs gives a name only, and /sys/class/net
+// shows the reader's network namespace: in a container with its own network
+// the device's netdev is not there, and a netdev of the same name (eth0 on
+// both sides) is another device. Where the tree can tell, it is checked: a
+// hardware device lists its netdevs under device/net, and rxe/siw derive
+// their EUI-64 node GUID from the netdev's MAC address. Otherwise the name
+// is trusted.
+func (t *tree) netdevIsDevices(d Device, ndev string) bool {
+	if !t.exists("sys/class/net/" + ndev) {
+		return false
+	}
+	base := "sys/class/infiniband/" + d.Name
+	if t.exists(base + "/device/net") {
+		return t.exists(base + "/device/net/" + ndev)
+	}
+	if d.Parent == "" || d.NodeGUIDText == "" {
+		return true
+	}
+	g := d.NodeGUID
+	if byte(g>>32) != 0xff || byte(g>>24) != 0xfe {
+		return true // not derived from a MAC address
+	}
+	mac := fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x",
+		byte(g>>56)^0x02, byte(g>>48), byte(g>>40), byte(g>>16), byte(g>>8), byte(g))
+	addr, ok := t.attr("sys/class/net/"+ndev+"/address", true)
+	return !ok || strings.EqualFold(addr, mac)
 }
 
 // IBMTUForNetdev is the largest IB MTU (256..4096) usable on a RoCE port

@@ -22,8 +22,11 @@ mkdir -p $WORK
 pass() { echo "--- PASS: ctr/$1"; }
 fail() { echo "--- FAIL: ctr/$1 ($2)"; FAILED=$((FAILED + 1)); }
 skip() { echo "--- SKIP: ctr/$1 ($2)"; }
-# show FILE: a case's output, indented, for the log.
-show() { sed 's/^/    | /' "$1" | tail -n 25; }
+# show FILE: a case's output, indented, for the log (head and tail of a long one).
+show() {
+  if [ "$(wc -l < "$1")" -le 80 ]; then sed 's/^/    | /' "$1"
+  else sed -n '1,45s/^/    | /p' "$1"; echo "    | ..."; tail -n 25 "$1" | sed 's/^/    | /'; fi
+}
 
 # --- the engine: rootful podman, as a Debian host runs it, minus systemd (no journald,
 # no systemd cgroup manager). The initramfs root cannot be pivot_root'ed away from, so
@@ -164,6 +167,9 @@ image_cases() {
   single $b/ibv_devices $img 0 "^libusb4_rdma: .*$DEV0|$DEV0" $std -e USB4VERBS_DEBUG=1 --network=host -- ibv_devices
   single $b/ibv_devinfo_-v $img 0 "PORT_ACTIVE" $std --network=ns:/run/netns/ctrA -- ibv_devinfo -v -d "$DEV0"
   single $b/doctor $img 0 "provider-loadable" $std --network=ns:/run/netns/ctrA -- ibvinfo doctor --no-color
+  # ibvinfo's live view from a non-initial netns: RDMA netlink, sysfs, and the provider's
+  # query and data-path probe on the one device passed in.
+  single $b/ibvinfo $img 0 "$DEV0" $std --network=ns:/run/netns/ctrA -- ibvinfo --no-color
   for nets in netns host; do
     if [ $nets = netns ]; then sip=$CIP0; else sip=$IP0; fi
     pair $b/$nets/ibv_rc_pingpong $img $nets -- ibv_rc_pingpong -d "$DEV0" -g "$GID0" -p 18515 \

@@ -73,6 +73,9 @@ if [[ ${SKIP_VM:-0} != 1 ]]; then
 
   stage "packages installed into Debian 12, 13, unstable and Ubuntu 22.04, 24.04, 26.04 userlands (VM)"
   packaging/vmtest.sh 2>&1 | tee "$LOGS/packages-vm.log" | grep -E '^(---|\[vm\] done)'
+
+  stage "containers: podman builds examples/containers on Debian 12, Ubuntu 22.04, 24.04 and runs the stock tools (VM: rxe, then the usb4 bed)"
+  tests/containers/run.sh --all-modes 2>&1 | tee "$LOGS/containers-vm.log" | grep -E '^(---|\[vm\] done)'
 fi
 
 stage "checkout unchanged by the run (git status)"

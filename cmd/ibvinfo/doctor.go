@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"usb4verbs/internal/sysinfo"
+	"usb4verbs/rdmanl"
 )
 
 // Verdicts, from best to worst; "skip" means the check does not apply.
@@ -46,6 +47,15 @@ type doctorEnv struct {
 	interval time.Duration
 	second   []sysinfo.KV
 	secondOK bool
+	// netns is the RDMA subsystem's netns mode (live only, from netlink).
+	netns netnsMode
+}
+
+// netnsMode is `rdma system show netns` as the doctor saw it.
+type netnsMode struct {
+	known     bool
+	exclusive bool
+	err       string // why it is unknown on the live system
 }
 
 func runDoctor(w io.Writer, opts options, watch durationFlag, args []string) (int, error) {
@@ -54,6 +64,9 @@ func runDoctor(w io.Writer, opts options, watch durationFlag, args []string) (in
 		if strings.HasPrefix(a, "-") {
 			return 0, usageError{fmt.Sprintf("doctor: unexpected %q", a)}
 		}
+	}
+	if opts.live() {
+		env.netns = liveNetnsMode()
 	}
 	if env.watch {
 		env.second, env.secondOK = secondSummary(opts, watch.d, env.sys.Debugfs.Present)
@@ -109,6 +122,8 @@ func runChecks(e doctorEnv) []check {
 		checkTBNetLoaded(e),
 		checkGIDs(e),
 		checkUdev(e),
+		checkDevNodes(e),
+		checkNetnsExclusive(e),
 		checkMemlock(e),
 		checkIOMMU(e),
 		checkProvider(e),
@@ -275,6 +290,94 @@ func checkUdev(e doctorEnv) check {
 		return ok(id, u.File+" excludes usb4_rdma devices")
 	}
 	return ok(id, "no active rdma_rename rule")
+}
+
+// checkDevNodes: sysfs lists every RDMA device of the host, also in a
+// container, but only the /dev/infiniband nodes passed in with --device
+// exist there (and a device cgroup may refuse the ones that do).
+func checkDevNodes(e doctorEnv) check {
+	const id = "uverbs-device-missing"
+	var missing, denied, fixes []string
+	known := false
+	for _, d := range e.sys.Devices {
+		switch d.DevNode {
+		case "":
+			continue
+		case sysinfo.DevNodeOK:
+		case sysinfo.DevNodeMissing:
+			missing = append(missing, d.Name+" (/dev/infiniband/"+d.Uverbs+")")
+			fixes = append(fixes, "--device=/dev/infiniband/"+d.Uverbs)
+		default:
+			denied = append(denied, d.Name+" (/dev/infiniband/"+d.Uverbs+": "+strings.TrimPrefix(d.DevNode, "no access: ")+")")
+			fixes = append(fixes, "--device=/dev/infiniband/"+d.Uverbs)
+		}
+		known = true
+	}
+	if !known {
+		return skip(id, "no uverbs device nodes to check (no RDMA device, or a captured tree without dev/)")
+	}
+	if len(missing)+len(denied) == len(e.sys.Devices) || len(e.use) > 0 && !anyUsable(e) {
+		msg := ""
+		if len(missing) > 0 {
+			msg = "no device node for " + strings.Join(missing, ", ") + ": libibverbs lists none of these (a container started without --device)"
+		}
+		if len(denied) > 0 {
+			msg += cond(msg != "", "; ", "") + "not allowed to open " + strings.Join(denied, ", ")
+		}
+		return fail(id, msg, "pass the devices into the container: podman/docker run "+strings.Join(fixes, " ")+
+			" --device=/dev/infiniband/rdma_cm (or --device=/dev/infiniband for all of them)")
+	}
+	if len(missing)+len(denied) > 0 {
+		return ok(id, fmt.Sprintf("%d of %d device node(s) present; not passed in: %s", len(e.sys.Devices)-len(missing)-len(denied),
+			len(e.sys.Devices), strings.Join(append(missing, denied...), ", ")))
+	}
+	return ok(id, "every device has its /dev/infiniband node")
+}
+
+// liveNetnsMode asks the kernel over RDMA netlink, which answers in every
+// network namespace.
+func liveNetnsMode() netnsMode {
+	excl, err := rdmanl.NetnsMode()
+	if err != nil {
+		return netnsMode{err: err.Error()}
+	}
+	return netnsMode{known: true, exclusive: excl}
+}
+
+// checkNetnsExclusive: in exclusive mode a network namespace sees only the
+// RDMA devices registered in or moved into it, so a container with its own
+// network (the engines' default) sees none of the host's.
+func checkNetnsExclusive(e doctorEnv) check {
+	const id = "rdma-netns-exclusive"
+	switch {
+	case !e.netns.known && e.netns.err != "":
+		return skip(id, "netns mode unknown: "+e.netns.err)
+	case !e.netns.known:
+		return skip(id, "netns mode is read on the live system only")
+	case !e.netns.exclusive:
+		return ok(id, "rdma netns mode shared: every network namespace sees the RDMA devices")
+	case len(e.sys.Devices) == 0:
+		return fail(id, "rdma netns mode exclusive, and no RDMA device is in this network namespace",
+			"run the container with --network=host, or on the host: rdma system set netns shared (allowed while no other network namespace exists), or move a device in: rdma dev set <dev> netns <name>")
+	}
+	return ok(id, fmt.Sprintf("rdma netns mode exclusive; %d device(s) in this network namespace", len(e.sys.Devices)))
+}
+
+// anyUsable: one of the devices named on the command line has its node.
+func anyUsable(e doctorEnv) bool {
+	for _, d := range e.sys.Devices {
+		if slices.Contains(e.use, d.Name) && (d.DevNode == sysinfo.DevNodeOK || d.DevNode == "") {
+			return true
+		}
+	}
+	return false
+}
+
+func cond(c bool, a, b string) string {
+	if c {
+		return a
+	}
+	return b
 }
 
 // minMemlock: below this pinned-memory limit NCCL buffers and perftest's

@@ -265,6 +265,15 @@ var fixtureTrees = []struct {
 	{"memlock-low", func(t treeSpec) {
 		t.file("proc/self/limits", limitsText("8388608"))
 	}, []string{"memlock-low"}},
+	// A container started without --device: its sysfs lists every device,
+	// its /dev has no infiniband nodes.
+	{"uverbs-device-missing", func(t treeSpec) {
+		t.file("dev/null", "")
+	}, []string{"uverbs-device-missing"}},
+	// A container given one device: the others' nodes are absent, no finding.
+	{"uverbs-device-one-passed", func(t treeSpec) {
+		t.file("dev/infiniband/uverbs0", "")
+	}, nil},
 	{"iommu-on", func(t treeSpec) {
 		t.file("proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz-6.14.0 root=/dev/nvme0n1p2 ro quiet\n")
 		for g := range 3 {

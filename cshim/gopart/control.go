@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"os"
 	"sync"
 	"time"
 	"unsafe"
@@ -30,6 +31,31 @@ func errnoOf(err error) C.int {
 		return C.int(no)
 	}
 	return C.int(unix.EIO)
+}
+
+var memlockHintOnce sync.Once
+
+// memlockHint prints, once per process, why a registration failed when the
+// kernel's pinning limit is the likely cause: ENOMEM or EPERM under a finite
+// RLIMIT_MEMLOCK. The application only sees the errno (ibv_rc_pingpong:
+// "Couldn't register MR"); a container started without --ulimit memlock=-1
+// has the engine's small default.
+func memlockHint(length uint64, err error) {
+	if !errors.Is(err, unix.ENOMEM) && !errors.Is(err, unix.EPERM) {
+		return
+	}
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &rl) != nil || rl.Cur == unix.RLIM_INFINITY {
+		return
+	}
+	no := unix.ENOMEM
+	if errors.Is(err, unix.EPERM) {
+		no = unix.EPERM
+	}
+	memlockHintOnce.Do(func() {
+		fmt.Fprintf(os.Stderr, "libusb4_rdma: reg_mr of %d bytes: %s: the memlock limit is %d KiB; raise it (ulimit -l unlimited; containers: --ulimit memlock=-1 --cap-add=IPC_LOCK)\n",
+			length, unix.ErrnoName(no), rl.Cur>>10)
+	})
 }
 
 var netpollerOnce sync.Once
@@ -259,6 +285,7 @@ func usb4goRegMR(h C.uintptr_t, addr C.uintptr_t, length, iova C.uint64_t, acces
 	}
 	mr, err := pd.RegMR(uintptr(addr), uint64(length), uint64(iova), uint32(access))
 	if err != nil {
+		memlockHint(uint64(length), err)
 		return errnoOf(err)
 	}
 	*mrOut = C.uintptr_t(handles.add(pd.Context(), mr))

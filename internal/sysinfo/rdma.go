@@ -1,7 +1,10 @@
 package sysinfo
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -17,9 +20,14 @@ type Device struct {
 	FWVersion    string `json:"fw_ver,omitempty"`
 	Parent       string `json:"parent,omitempty"` // netdev of a software device (rxe, siw)
 	// Bus is the driver of the device's parent ("thunderbolt" for the NHI).
-	Bus     string `json:"parent_driver,omitempty"`
-	Uverbs  string `json:"uverbs,omitempty"` // uverbsN
-	ABI     int    `json:"abi_version"`      // -1 when unknown
+	Bus    string `json:"parent_driver,omitempty"`
+	Uverbs string `json:"uverbs,omitempty"` // uverbsN
+	// DevNode is what /dev/infiniband/<Uverbs> is to this process: DevNodeOK,
+	// DevNodeMissing (a container started without --device), "no access: <err>"
+	// (a device cgroup or mode that refuses it; live only), or "" when unknown
+	// (no uverbs node, or a captured tree without dev/).
+	DevNode string `json:"dev_node,omitempty"`
+	ABI     int    `json:"abi_version"` // -1 when unknown
 	Ports   []Port `json:"ports"`
 	Renamed bool   `json:"renamed"` // usb4 GUID under a name that is not usb4_*
 	// USB4 is set for devices whose node GUID is a usb4_rdma GUID.
@@ -216,6 +224,9 @@ func (t *tree) activeMTU(d Device, p Port) (int, string) {
 	if ndev == "" {
 		return 0, ""
 	}
+	if !t.netdevIsDevices(d, ndev) {
+		return 0, ""
+	}
 	s, ok := t.attr("sys/class/net/"+ndev+"/mtu", true)
 	if !ok {
 		return 0, ""
@@ -225,6 +236,35 @@ func (t *tree) activeMTU(d Device, p Port) (int, string) {
 		return 0, ""
 	}
 	return IBMTUForNetdev(mtu), "netdev " + ndev
+}
+
+// netdevIsDevices reports whether sys/class/net/NDEV is the netdev the
+// device's GIDs name. gid_attrs/ndevs gives a name only, and /sys/class/net
+// shows the reader's network namespace: in a container with its own network
+// the device's netdev is not there, and a netdev of the same name (eth0 on
+// both sides) is another device. Where the tree can tell, it is checked: a
+// hardware device lists its netdevs under device/net, and rxe/siw derive
+// their EUI-64 node GUID from the netdev's MAC address. Otherwise the name
+// is trusted.
+func (t *tree) netdevIsDevices(d Device, ndev string) bool {
+	if !t.exists("sys/class/net/" + ndev) {
+		return false
+	}
+	base := "sys/class/infiniband/" + d.Name
+	if t.exists(base + "/device/net") {
+		return t.exists(base + "/device/net/" + ndev)
+	}
+	if d.Parent == "" || d.NodeGUIDText == "" {
+		return true
+	}
+	g := d.NodeGUID
+	if byte(g>>32) != 0xff || byte(g>>24) != 0xfe {
+		return true // not derived from a MAC address
+	}
+	mac := fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x",
+		byte(g>>56)^0x02, byte(g>>48), byte(g>>40), byte(g>>16), byte(g>>8), byte(g))
+	addr, ok := t.attr("sys/class/net/"+ndev+"/address", true)
+	return !ok || strings.EqualFold(addr, mac)
 }
 
 // IBMTUForNetdev is the largest IB MTU (256..4096) usable on a RoCE port
@@ -263,4 +303,47 @@ func ParseRate(s string) (gbps float64, width string, err error) {
 		width, _, _ = strings.Cut(rest[1:len(rest)-1], " ")
 	}
 	return gbps, width, nil
+}
+
+// Values of Device.DevNode.
+const (
+	DevNodeOK      = "ok"
+	DevNodeMissing = "missing"
+)
+
+// devNodes fills in DevNode: whether each device's uverbs character device is
+// there and, on the live system, whether this process may open it. Only the
+// nodes that are passed into a container exist in it, while its sysfs still
+// lists every device.
+func (t *tree) devNodes(devs []Device, live bool) {
+	if !t.exists("dev") {
+		return
+	}
+	for i := range devs {
+		d := &devs[i]
+		if d.Uverbs == "" {
+			continue
+		}
+		rel := "dev/infiniband/" + d.Uverbs
+		if !t.exists(rel) {
+			d.DevNode = DevNodeMissing
+			continue
+		}
+		d.DevNode = DevNodeOK
+		if !live {
+			continue
+		}
+		// Opening a uverbs node only creates a file context in the kernel;
+		// closing it frees that again.
+		f, err := os.OpenFile(t.abs(rel), os.O_RDWR, 0)
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			d.DevNode = "no access: " + err.Error()
+			continue
+		}
+		f.Close()
+	}
 }

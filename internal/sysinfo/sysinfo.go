@@ -64,6 +64,7 @@ func Collect(root string, opts Options) *System {
 	t := &tree{root: root}
 	s := &System{Root: root}
 	s.Devices = t.devices()
+	t.devNodes(s.Devices, opts.Live)
 	s.Thunderbolt = t.thunderboltDevices()
 	s.DriverBinds = t.thunderboltDrivers()
 	s.Modules = []Module{t.module("thunderbolt_ibverbs"), t.module("thunderbolt_net")}

@@ -14,6 +14,12 @@ KMODS_OPTIONAL="crc32_generic crc32_pclmul crc32_cryptoapi ib_uverbs_support cus
 # kernel_prepare: sets KVER, KIMG (what qemu boots), KMODDIR (decompressed modules and
 # their load order in modules.order), KDESC (for logs).
 kernel_prepare() {
+  # VM_EXTRA_KMODS: more modules the guest loads (e.g. overlay for a container engine);
+  # that module set gets its own directory.
+  if [[ -n ${VM_EXTRA_KMODS:-} ]]; then
+    KMODS_REQUIRED="$KMODS_REQUIRED $VM_EXTRA_KMODS"
+    KMODS_TAG="${KMODS_TAG:-}-x$(printf '%s' "$KMODS_REQUIRED" | sha256sum | cut -c1-8)"
+  fi
   apt_use "$KSUITE"
   local kpkg=${KPKG:-}
   if [[ -z $kpkg ]]; then

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# tests/containers/run.sh [BASE...]: our .deb in container images run by a real engine
+# (rootful podman from Debian 12) inside one tests/vm boot. Each BASE (default: debian12
+# ubuntu2204 ubuntu2404) is a rootfs assembled from that release's packages
+# (tests/containers/lib.sh), `podman import`ed, and built with
+# examples/containers/Containerfile.<BASE>; the stock tools then run in containers with
+# the flags examples/containers/README.md documents. Result lines
+# "--- PASS|FAIL|SKIP: ctr/<base>/<case>" go to stdout and build/containers/<mode>.out.
+# USB4_TREE=<tree>: the same on the usb4 bed (tests/usb4/README.md) instead of rxe.
+# --all-modes (make test): rxe with every BASE, then the usb4 bed on hellas-main
+# (CTR_USB4_TREES) with ubuntu2204, the base of the PyTorch and vLLM images
+# (CTR_USB4_BASES), or a SKIP line per tree when USB4_MODULE_SRC is absent. Run
+# `make package` first.
+set -euo pipefail
+
+main() {
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+VMDIR=$REPO/tests/vm
+for f in common fetch userland; do
+  # shellcheck source=/dev/null
+  . "$VMDIR/lib/$f.sh"
+done
+# shellcheck source=/dev/null
+. "$REPO/tests/containers/lib.sh"
+CACHE=${CACHE:-$REPO/.cache}
+VMCACHE=$CACHE/vm
+if [[ -z ${MIRROR:-} ]]; then MIRROR=$(host_mirror) || exit 1; fi
+export MIRROR CACHE
+
+local all_modes=0
+[[ ${1:-} == --all-modes ]] && { all_modes=1; shift; }
+bases=("$@")
+((${#bases[@]})) || bases=(debian12 ubuntu2204 ubuntu2404)
+PKG_OUT=${PKG_OUT:-$REPO/build/pkg}
+debs=("$PKG_OUT"/usb4verbs_*_amd64.deb)
+[[ -f ${debs[0]} ]] || die "no usb4verbs_*_amd64.deb in $PKG_OUT; run 'make package'"
+((${#debs[@]} == 1)) || die "more than one .deb in $PKG_OUT: ${debs[*]##*/}"
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/files/pkg" "$WORK/files/containers" "$WORK/files/rootfs"
+cp "${debs[0]}" "$WORK/files/pkg/"
+local b suite root rc=0
+have=()
+for b in "${bases[@]}"; do
+  case $b in
+    debian12) suite=bookworm ;; ubuntu2204) suite=jammy ;; ubuntu2404) suite=noble ;;
+    *) die "unknown base $b (debian12, ubuntu2204, ubuntu2404)" ;;
+  esac
+  cp "$REPO/examples/containers/Containerfile.$b" "$WORK/files/containers/"
+  # ctr_rootfs prints the path on stdout, so its SKIP line (status 77: the suite's
+  # archive is unreachable) would land in $root; the line is printed here instead.
+  root=$(ctr_rootfs "$suite") || rc=$?
+  if ((rc == 77)); then
+    rc=0
+    result SKIP "ctr/$b" "no $suite rootfs: its archive is not reachable from this machine"
+    continue
+  fi
+  ((rc == 0)) || die "rootfs for $b failed"
+  cp -a "$root" "$WORK/files/rootfs/$b"
+  rm -f "$WORK/files/rootfs/$b"/{.done,.debs}
+  have+=("$b")
+done
+((${#have[@]})) || { result SKIP ctr/all "no base rootfs could be assembled"; exit 0; }
+printf '%s\n' "${have[*]}" > "$WORK/files/bases"
+
+mkdir -p "$REPO/build/containers"
+if ((!all_modes)); then
+  boot "${USB4_TREE:-}" || rc=$?
+  exit $rc
+fi
+boot "" || rc=1
+local tree src
+# shellcheck source=/dev/null
+. "$REPO/tests/usb4/lib/trees.sh"
+src=$(usb4_module_src "$REPO")
+for tree in ${CTR_USB4_TREES:-hellas-main}; do
+  if [[ -z $src || ! -d $src ]]; then
+    result SKIP "ctr/usb4-$tree" "USB4_MODULE_SRC not set and ../shared/usb4-module absent: no usb4 bed"
+    continue
+  fi
+  # Only CTR_USB4_BASES go into this boot (the others' trees wait outside the image).
+  mkdir -p "$WORK/spare"
+  for b in "${have[@]}"; do
+    [[ " ${CTR_USB4_BASES:-ubuntu2204} " == *" $b "* ]] || mv "$WORK/files/rootfs/$b" "$WORK/spare/"
+  done
+  (cd "$WORK/files/rootfs" && ls) | paste -sd' ' > "$WORK/files/bases"
+  if [[ -s $WORK/files/bases ]] && [[ -n $(cat "$WORK/files/bases") ]]; then
+    USB4_MODULE_SRC=$src boot "$tree" || rc=1
+  else
+    result SKIP "ctr/usb4-$tree" "none of CTR_USB4_BASES (${CTR_USB4_BASES:-ubuntu2204}) could be assembled"
+  fi
+done
+exit $rc
+}
+
+# boot TREE: one VM with every image; TREE empty: rxe, else the usb4 bed on TREE.
+boot() {
+  local mode=rxe
+  [[ -n $1 ]] && mode=usb4-$1
+  log "containers: ${have[*]} ($mode), ${debs[0]##*/}"
+  # The VM's own userland is the container host: Debian 12 with podman, crun, conmon;
+  # runc (the other OCI runtime podman accepts) is left out. overlay: the storage driver;
+  # veth: the own-netns cases (the usb4 bed loads no veth of its own).
+  USB4_TREE=$1 USERLAND=bookworm VM_TIMEOUT=${VM_TIMEOUT:-900} VM_MEM=${VM_MEM:-3072} \
+    VM_EXTRA_KMODS="overlay veth" \
+    VM_EXTRA_DEBS="podman crun conmon golang-github-containers-common${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+    VM_DENY_DEBS="runc" VM_FILES="$WORK/files" VM_GUEST_SCRIPT="$REPO/tests/containers/guest.sh" \
+    "$VMDIR/run.sh" | tee "$REPO/build/containers/$mode.out"
+  local r=${PIPESTATUS[0]}
+  ((r == 0 || r == 77))
+}
+
+main "$@"

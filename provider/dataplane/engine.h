@@ -527,6 +527,8 @@ int usb4v_uverbs_ioctl(const struct usb4v_sys *sys, int fd, uint32_t driver_id,
  * what was published; 0 or a positive errno. */
 int usb4v_rxe_doorbell(struct usb4v_qp *qp);
 int usb4v_rxe_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
+struct usb4v_rxe_send_wqe;
+void usb4v_rxe_wqe_header(struct usb4v_rxe_send_wqe *wqe, const struct usb4v_ibv_send_wr *wr);
 int usb4v_rxe_post_recv(struct usb4v_rxe_ring *rq, uint32_t max_sge, struct usb4v_ibv_recv_wr *wr,
 			struct usb4v_ibv_recv_wr **bad);
 int usb4v_rxe_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);

@@ -52,6 +52,52 @@ static int rxe_opcode_ok(uint32_t qpt, uint32_t op)
 	}
 }
 
+/* The WQE's header from an ibv_send_wr: ids, flags, immediate (or the rkey
+ * to invalidate) and the opcode's remote part; SGEs, inline data and UD
+ * addressing are the caller's. post_send and the ibv_wr_* builders (wrex.c)
+ * both fill WQEs with it. */
+void usb4v_rxe_wqe_header(struct usb4v_rxe_send_wqe *wqe, const struct usb4v_ibv_send_wr *wr)
+{
+	memset(wqe, 0, sizeof(*wqe));
+	wqe->wr.wr_id = wr->wr_id;
+	wqe->wr.opcode = wr->opcode; /* IB_UVERBS_WR_* == IBV_WR_* */
+	wqe->wr.send_flags = wr->send_flags;
+	wqe->wr.ex.imm_data = wr->imm_data; /* already big endian, as given */
+	switch (wr->opcode) {
+	case USB4V_WR_RDMA_WRITE:
+	case USB4V_WR_RDMA_WRITE_WITH_IMM:
+	case USB4V_WR_RDMA_READ:
+	case USB4V_WR_ATOMIC_WRITE:
+		wqe->wr.wr.rdma.remote_addr = wr->wr.rdma.remote_addr;
+		wqe->wr.wr.rdma.rkey = wr->wr.rdma.rkey;
+		wqe->iova = wr->wr.rdma.remote_addr;
+		break;
+	case USB4V_WR_ATOMIC_CMP_AND_SWP:
+	case USB4V_WR_ATOMIC_FETCH_AND_ADD:
+		wqe->wr.wr.atomic.remote_addr = wr->wr.atomic.remote_addr;
+		wqe->wr.wr.atomic.compare_add = wr->wr.atomic.compare_add;
+		wqe->wr.wr.atomic.swap = wr->wr.atomic.swap;
+		wqe->wr.wr.atomic.rkey = wr->wr.atomic.rkey;
+		wqe->iova = wr->wr.atomic.remote_addr;
+		break;
+	case USB4V_WR_BIND_MW: {
+		uint32_t lkey = 0, mw_rkey;
+		if (wr->ext.bind_mw.bind_info.mr) /* NULL: a zero-length bind, which unbinds */
+			memcpy(&lkey, (const uint8_t *)wr->ext.bind_mw.bind_info.mr + USB4V_IBV_MR_LKEY, sizeof(lkey));
+		memcpy(&mw_rkey, (const uint8_t *)wr->ext.bind_mw.mw + USB4V_IBV_MW_RKEY, sizeof(mw_rkey));
+		wqe->wr.wr.mw.addr = wr->ext.bind_mw.bind_info.addr;
+		wqe->wr.wr.mw.length = wr->ext.bind_mw.bind_info.length;
+		wqe->wr.wr.mw.mr_lkey = lkey;
+		wqe->wr.wr.mw.mw_rkey = mw_rkey;
+		wqe->wr.wr.mw.rkey = wr->ext.bind_mw.rkey;
+		wqe->wr.wr.mw.access = wr->ext.bind_mw.bind_info.mw_access_flags;
+		break;
+	}
+	default:
+		break; /* LOCAL_INV: the rkey is in ex.invalidate_rkey, copied above */
+	}
+}
+
 static int rxe_post_one(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
 {
 	struct usb4v_rxe_ring *sq = &qp->sq;
@@ -92,51 +138,13 @@ static int rxe_post_one(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
 		return ENOMEM;
 
 	struct usb4v_rxe_send_wqe *wqe = rxe_producer_addr(sq);
-	memset(wqe, 0, sizeof(*wqe));
-	wqe->wr.wr_id = wr->wr_id;
-	wqe->wr.opcode = wr->opcode; /* IB_UVERBS_WR_* == IBV_WR_* */
-	wqe->wr.send_flags = wr->send_flags;
-	wqe->wr.ex.imm_data = wr->imm_data; /* already big endian, as given */
-	switch (wr->opcode) {
-	case USB4V_WR_RDMA_WRITE:
-	case USB4V_WR_RDMA_WRITE_WITH_IMM:
-	case USB4V_WR_RDMA_READ:
-		wqe->wr.wr.rdma.remote_addr = wr->wr.rdma.remote_addr;
-		wqe->wr.wr.rdma.rkey = wr->wr.rdma.rkey;
-		wqe->iova = wr->wr.rdma.remote_addr;
-		break;
-	case USB4V_WR_ATOMIC_CMP_AND_SWP:
-	case USB4V_WR_ATOMIC_FETCH_AND_ADD:
-		wqe->wr.wr.atomic.remote_addr = wr->wr.atomic.remote_addr;
-		wqe->wr.wr.atomic.compare_add = wr->wr.atomic.compare_add;
-		wqe->wr.wr.atomic.swap = wr->wr.atomic.swap;
-		wqe->wr.wr.atomic.rkey = wr->wr.atomic.rkey;
-		wqe->iova = wr->wr.atomic.remote_addr;
-		break;
-	case USB4V_WR_BIND_MW: {
-		uint32_t lkey = 0, mw_rkey;
-		if (wr->ext.bind_mw.bind_info.mr) /* NULL: a zero-length bind, which unbinds */
-			memcpy(&lkey, (const uint8_t *)wr->ext.bind_mw.bind_info.mr + USB4V_IBV_MR_LKEY, sizeof(lkey));
-		memcpy(&mw_rkey, (const uint8_t *)wr->ext.bind_mw.mw + USB4V_IBV_MW_RKEY, sizeof(mw_rkey));
-		wqe->wr.wr.mw.addr = wr->ext.bind_mw.bind_info.addr;
-		wqe->wr.wr.mw.length = wr->ext.bind_mw.bind_info.length;
-		wqe->wr.wr.mw.mr_lkey = lkey;
-		wqe->wr.wr.mw.mw_rkey = mw_rkey;
-		wqe->wr.wr.mw.rkey = wr->ext.bind_mw.rkey;
-		wqe->wr.wr.mw.access = wr->ext.bind_mw.bind_info.mw_access_flags;
-		break;
-	}
-	case USB4V_WR_LOCAL_INV:
-		break; /* the rkey is in ex.invalidate_rkey, copied above */
-	default:
-		if (ah) {
-			wqe->wr.wr.ud.remote_qpn = wr->wr.ud.remote_qpn;
-			wqe->wr.wr.ud.remote_qkey = wr->wr.ud.remote_qkey;
-			wqe->wr.wr.ud.ah_num = ah->ah_num;
-			if (!ah->ah_num) /* kernels before 5.14 read the AV from the WQE */
-				wqe->wr.wr.ud.av = ah->av;
-		}
-		break;
+	usb4v_rxe_wqe_header(wqe, wr);
+	if (ah) { /* UD: sends only (rxe_opcode_ok) */
+		wqe->wr.wr.ud.remote_qpn = wr->wr.ud.remote_qpn;
+		wqe->wr.wr.ud.remote_qkey = wr->wr.ud.remote_qkey;
+		wqe->wr.wr.ud.ah_num = ah->ah_num;
+		if (!ah->ah_num) /* kernels before 5.14 read the AV from the WQE */
+			wqe->wr.wr.ud.av = ah->av;
 	}
 	uint8_t *payload = (uint8_t *)wqe + sizeof(*wqe);
 	if (is_inline) {

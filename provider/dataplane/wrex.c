@@ -256,44 +256,7 @@ static void rxe_build(struct usb4v_qp *qp, struct usb4v_wrex *w, const struct us
 		return;
 	}
 	struct usb4v_rxe_send_wqe *wqe = rxe_wqe_at(qp, w->cur);
-	memset(wqe, 0, sizeof(*wqe));
-	wqe->wr.wr_id = t->wr_id;
-	wqe->wr.opcode = t->opcode;
-	wqe->wr.send_flags = t->send_flags;
-	wqe->wr.ex.imm_data = t->imm_data;
-	switch (t->opcode) {
-	case USB4V_WR_RDMA_WRITE:
-	case USB4V_WR_RDMA_WRITE_WITH_IMM:
-	case USB4V_WR_RDMA_READ:
-	case USB4V_WR_ATOMIC_WRITE:
-		wqe->wr.wr.rdma.remote_addr = t->wr.rdma.remote_addr;
-		wqe->wr.wr.rdma.rkey = t->wr.rdma.rkey;
-		wqe->iova = t->wr.rdma.remote_addr;
-		break;
-	case USB4V_WR_ATOMIC_CMP_AND_SWP:
-	case USB4V_WR_ATOMIC_FETCH_AND_ADD:
-		wqe->wr.wr.atomic.remote_addr = t->wr.atomic.remote_addr;
-		wqe->wr.wr.atomic.compare_add = t->wr.atomic.compare_add;
-		wqe->wr.wr.atomic.swap = t->wr.atomic.swap;
-		wqe->wr.wr.atomic.rkey = t->wr.atomic.rkey;
-		wqe->iova = t->wr.atomic.remote_addr;
-		break;
-	case USB4V_WR_BIND_MW: {
-		uint32_t lkey = 0, mw_rkey;
-		if (t->ext.bind_mw.bind_info.mr) /* NULL: a zero-length bind, which unbinds */
-			memcpy(&lkey, (const uint8_t *)t->ext.bind_mw.bind_info.mr + USB4V_IBV_MR_LKEY, sizeof(lkey));
-		memcpy(&mw_rkey, (const uint8_t *)t->ext.bind_mw.mw + USB4V_IBV_MW_RKEY, sizeof(mw_rkey));
-		wqe->wr.wr.mw.addr = t->ext.bind_mw.bind_info.addr;
-		wqe->wr.wr.mw.length = t->ext.bind_mw.bind_info.length;
-		wqe->wr.wr.mw.mr_lkey = lkey;
-		wqe->wr.wr.mw.mw_rkey = mw_rkey;
-		wqe->wr.wr.mw.rkey = t->ext.bind_mw.rkey;
-		wqe->wr.wr.mw.access = t->ext.bind_mw.bind_info.mw_access_flags;
-		break;
-	}
-	default:
-		break;
-	}
+	usb4v_rxe_wqe_header(wqe, t);
 	if (t->opcode == USB4V_WR_ATOMIC_WRITE) {
 		/* The 8 bytes travel in the WQE (rxe_dma_info's atomic_wr),
 		 * where the SGEs would otherwise be. */

@@ -28,6 +28,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "testdev.h"
+
 enum { MSG = 512, SLOTS = 64 };
 
 static const char *prov;
@@ -116,42 +118,10 @@ static double now(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int modify(struct ibv_qp *qp, uint32_t dest, int sgid_index, const union ibv_gid *dgid)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
-	int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-	if (rc)
-		return rc;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.dgid = *dgid;
-	a.ah_attr.grh.sgid_index = (uint8_t)sgid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-	if (rc)
-		return rc;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
 static int connect_pair(struct bed *b, struct ibv_qp *s, struct ibv_qp *r)
 {
-	int rc = modify(s, r->qp_num, b->gid_index, &b->rgid);
-	return rc ? rc : modify(r, s->qp_num, b->rgid_index, &b->gid);
+	int rc = connect_rc(s, r->qp_num, &b->rgid, b->gid_index);
+	return rc ? rc : connect_rc(r, s->qp_num, &b->gid, b->rgid_index);
 }
 
 // pair_new: sender S on scq, receiver R on rcq, connected to each other.

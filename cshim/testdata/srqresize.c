@@ -19,6 +19,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "testdev.h"
+
 enum { MSG = 256, SLOTS = 1024, CQE = 512 };
 
 struct bed {
@@ -41,38 +43,6 @@ static int fail(struct bed *b, const char *fmt, ...)
 	vsnprintf(b->why, sizeof(b->why), fmt, ap);
 	va_end(ap);
 	return -1;
-}
-
-static int connect_qp(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid, int gid_index)
-{
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
-	int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-	if (rc)
-		return rc;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest_qpn;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.dgid = *gid;
-	a.ah_attr.grh.sgid_index = (uint8_t)gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-	if (rc)
-		return rc;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 static double now(void)
@@ -187,9 +157,9 @@ static int run(struct bed *b, const char *dev, int gid_index)
 	b->receiver = ibv_create_qp(b->pd, &ia);
 	if (!b->sender || !b->receiver)
 		return fail(b, "create_qp: %s", strerror(errno));
-	int rc = connect_qp(b->sender, b->receiver->qp_num, &gid, gid_index);
+	int rc = connect_rc(b->sender, b->receiver->qp_num, &gid, gid_index);
 	if (!rc)
-		rc = connect_qp(b->receiver, b->sender->qp_num, &gid, gid_index);
+		rc = connect_rc(b->receiver, b->sender->qp_num, &gid, gid_index);
 	if (rc)
 		return fail(b, "connect: %s", strerror(rc));
 

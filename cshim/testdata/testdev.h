@@ -1,7 +1,7 @@
-// What the cshim test programs (contracts.c, events.c, quarantine.c) share:
-// finding the device named on the command line, and the PD, CQ, SRQ and RC QP
-// that the destroy tests run against. The printed lines are part of what
-// shim_test.go reads.
+// What the cshim test programs (contracts.c, events.c, quarantine.c, cqex.c,
+// srqresize.c) share: finding the device named on the command line, the PD,
+// CQ, SRQ and RC QP that the destroy tests run against, and moving an RC QP
+// to RTS. The printed lines are part of what shim_test.go reads.
 #ifndef USB4V_TESTDEV_H
 #define USB4V_TESTDEV_H
 
@@ -46,6 +46,41 @@ static inline int open_objects(struct ibv_device *dev, struct test_objs *o)
 		return 1;
 	}
 	return 0;
+}
+
+// connect_rc: moves an RC QP from RESET to RTS towards QP dest_qpn at gid
+// (RoCE: a global route from our GID gid_index), with the attributes every
+// test here uses. 0 or ibv_modify_qp's errno.
+static inline int connect_rc(struct ibv_qp *qp, uint32_t dest_qpn, const union ibv_gid *gid, int gid_index)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+				.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
+	int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	if (rc)
+		return rc;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest_qpn;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.port_num = 1;
+	a.ah_attr.grh.dgid = *gid;
+	a.ah_attr.grh.sgid_index = (uint8_t)gid_index;
+	a.ah_attr.grh.hop_limit = 64;
+	rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (rc)
+		return rc;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 #endif

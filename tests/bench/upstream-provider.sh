@@ -112,21 +112,8 @@ if [[ ! -e $out/.done ]]; then
   TCROOT=$BCACHE/toolchain-$(printf '%s\n' "$tcdebs" | sed 's#.*/##' | sort | sha256sum | cut -c1-12)
   if [[ ! -e $TCROOT/.done ]]; then
     log "upstream-provider: staging the build chroot ($(wc -l <<<"$tcdebs") packages)"
-    rm -rf "$TCROOT"; mkdir -p "$TCROOT"
-    while read -r p; do dpkg-deb -x "$p" "$TCROOT" || die "dpkg-deb -x $p failed"; done <<<"$tcdebs"
-    rm -rf "$TCROOT"/usr/share/{doc,man,info,locale,lintian}
-    for d in bin sbin lib lib64; do
-      if [[ -d $TCROOT/$d && ! -L $TCROOT/$d ]]; then
-        mkdir -p "$TCROOT/usr/$d"; cp -a "$TCROOT/$d/." "$TCROOT/usr/$d/"; rm -rf "${TCROOT:?}/$d"
-      fi
-      mkdir -p "$TCROOT/usr/$d"; ln -sfn "usr/$d" "$TCROOT/$d"
-    done
-    # What the maintainer scripts and alternatives would have made.
-    [[ -e $TCROOT/usr/bin/sh ]] || ln -s dash "$TCROOT/usr/bin/sh"
-    [[ -e $TCROOT/usr/bin/awk ]] || ln -s gawk "$TCROOT/usr/bin/awk"
+    stage_build_root "$TCROOT" "$tcdebs"
     [[ -e $TCROOT/usr/bin/cc ]] || ln -s gcc "$TCROOT/usr/bin/cc"
-    mkdir -p "$TCROOT"/{proc,dev,tmp,build}
-    chmod 1777 "$TCROOT/tmp"
     touch "$TCROOT/.done"
   fi
   work=$out.work.$$

@@ -66,23 +66,10 @@ toolchain_prepare() {
   TCROOT="$USB4CACHE/toolchain/$KVER-gcc$gccmajor-$key"
   if [[ ! -e $TCROOT/.done ]]; then
     log "kbuild: staging the toolchain for $KVER (gcc-$gccmajor, $(wc -l <<<"$debs") packages)"
-    rm -rf "$TCROOT"; mkdir -p "$TCROOT"
-    while read -r p; do dpkg-deb -x "$p" "$TCROOT" || die "dpkg-deb -x $p failed"; done <<<"$debs"
-    rm -rf "$TCROOT"/usr/share/{doc,man,info,locale,lintian}
-    local d
-    for d in bin sbin lib lib64; do
-      if [[ -d $TCROOT/$d && ! -L $TCROOT/$d ]]; then
-        mkdir -p "$TCROOT/usr/$d"; cp -a "$TCROOT/$d/." "$TCROOT/usr/$d/"; rm -rf "${TCROOT:?}/$d"
-      fi
-      mkdir -p "$TCROOT/usr/$d"; ln -sfn "usr/$d" "$TCROOT/$d"
-    done
-    # What maintainer scripts would have made: /bin/sh, and gcc for tools that call it
-    # by its plain name (Debian's .kernelvariables names x86_64-linux-gnu-gcc-N itself).
-    [[ -e $TCROOT/usr/bin/sh ]] || ln -s dash "$TCROOT/usr/bin/sh"
+    stage_build_root "$TCROOT" "$debs"
+    # gcc for tools that call it by its plain name (Debian's .kernelvariables
+    # names x86_64-linux-gnu-gcc-N itself).
     [[ -e $TCROOT/usr/bin/gcc ]] || ln -s "gcc-$gccmajor" "$TCROOT/usr/bin/gcc"
-    [[ -e $TCROOT/usr/bin/awk ]] || ln -s gawk "$TCROOT/usr/bin/awk"
-    mkdir -p "$TCROOT"/{proc,dev,tmp,build}
-    chmod 1777 "$TCROOT/tmp"
     printf '%s\n' "$debs" | sed 's#.*/##' | sort > "$TCROOT/.debs"
     printf '%s\n' "$cctext" > "$TCROOT/.cc-version-text"
     touch "$TCROOT/.done"

@@ -193,3 +193,25 @@ apt_fetch() {
   fi
   printf '%s\n' "${files[@]}"
 }
+
+# stage_build_root ROOT DEBS: a root to chroot into for building, from the .deb
+# files listed one per line in DEBS (no maintainer scripts run): each extracted
+# into ROOT, docs dropped, /bin /sbin /lib /lib64 merged into /usr as Debian's
+# usrmerge lays them out, /bin/sh and awk linked as their alternatives would,
+# and /proc /dev /tmp /build made. The caller adds its own links and marks.
+stage_build_root() {
+  local root=$1 debs=$2 p d
+  rm -rf "$root"; mkdir -p "$root"
+  while read -r p; do dpkg-deb -x "$p" "$root" || die "dpkg-deb -x $p failed"; done <<<"$debs"
+  rm -rf "$root"/usr/share/{doc,man,info,locale,lintian}
+  for d in bin sbin lib lib64; do
+    if [[ -d $root/$d && ! -L $root/$d ]]; then
+      mkdir -p "$root/usr/$d"; cp -a "$root/$d/." "$root/usr/$d/"; rm -rf "${root:?}/$d"
+    fi
+    mkdir -p "$root/usr/$d"; ln -sfn "usr/$d" "$root/$d"
+  done
+  [[ -e $root/usr/bin/sh ]] || ln -s dash "$root/usr/bin/sh"
+  [[ -e $root/usr/bin/awk ]] || ln -s gawk "$root/usr/bin/awk"
+  mkdir -p "$root"/{proc,dev,tmp,build}
+  chmod 1777 "$root/tmp"
+}

@@ -35,7 +35,7 @@ denied() {
 # Ubuntu releases usable as a guest userland (never as KSUITE: the kernel stays Debian's).
 # They are what container images of PyTorch, vLLM and NCCL are built on.
 UBUNTU_SUITES=" jammy noble resolute "
-UBUNTU_MIRROR=${UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}
+UBUNTU_MIRROR=${UBUNTU_MIRROR:-}
 
 # ubuntu_suite SUITE: true for an Ubuntu release.
 ubuntu_suite() { [[ $UBUNTU_SUITES == *" $1 "* ]]; }
@@ -60,6 +60,27 @@ ubuntu_keyring() {
   printf '%s\n' "$kr"
 }
 
+# ubuntu_mirror: Ubuntu's archive for current releases as Debian's debootstrap
+# package knows it (the default_mirror of its Ubuntu suite script other than the one
+# for releases out of support), so that no host name is written here; cached under
+# $VMCACHE/keyrings. Called in a subshell, as ubuntu_keyring.
+ubuntu_mirror() {
+  local f="$VMCACHE/keyrings/ubuntu-mirror" deb tmp m
+  if [[ ! -s $f ]]; then
+    apt_use bookworm
+    deb=$(apt_fetch "$VMCACHE/debs/bookworm" debootstrap) || exit 1
+    tmp=$(mktemp -d)
+    dpkg-deb -x "$deb" "$tmp" || die "dpkg-deb -x $deb failed"
+    m=$(sed -n 's/^[[:space:]]*default_mirror[[:space:]]\{1,\}\(https\{0,1\}:[^[:space:]]*\)[[:space:]]*$/\1/p' \
+          "$tmp/usr/share/debootstrap/scripts/gutsy" | grep -v old-releases | head -n1)
+    rm -rf "$tmp"
+    [[ -n $m ]] || die "$deb: no current default_mirror in scripts/gutsy (set UBUNTU_MIRROR)"
+    mkdir -p "${f%/*}"
+    printf '%s\n' "$m" > "$f"
+  fi
+  cat "$f"
+}
+
 # apt_use SUITE: point APTOPTS at SUITE's private apt state, refreshing its lists when
 # they are missing or older than 12 hours. The binary caches are named explicitly:
 # container images often disable them in apt.conf.d, and without them every apt-cache
@@ -69,7 +90,10 @@ ubuntu_keyring() {
 # rdma-core tools are in universe there), signed by Ubuntu's archive key.
 apt_use() {
   local suite=$1 d="$VMCACHE/apt/$1" kr="" s
-  if ubuntu_suite "$suite"; then kr=$(ubuntu_keyring) || exit 1; fi
+  if ubuntu_suite "$suite"; then
+    kr=$(ubuntu_keyring) || exit 1
+    [[ -n $UBUNTU_MIRROR ]] || UBUNTU_MIRROR=$(ubuntu_mirror) || exit 1
+  fi
   mkdir -p "$d/lists/partial" "$d/cache/archives/partial"
   {
     case $suite in

@@ -22,6 +22,10 @@
 //     what its WQEs cannot carry is refused with EOPNOTSUPP. Its send
 //     completions come from the DV CQ in posting order, merged with the
 //     CQ's other completions; posters hold a per-QP mutex through the KICK.
+//     KICK only where the kernel does not poll the queue itself: the QP's
+//     first batch goes out without one and the engine watches the kernel's
+//     sq_head; consumed (pleite-gda's DV poll worker), later batches skip
+//     KICK except on a full SQ; not, and every batch KICKs (QP.DVKick).
 //
 // The ibv_qp_ex work-request API (ibv_wr_*, wrex.c) sits on the same
 // backends: on rxe its builders write WQEs in place and wr_complete rings one
@@ -33,7 +37,8 @@
 // pleite-gda's or hellas-gda-v2's DV side as their sources define it: caps,
 // EBUSY on an ordinary post_send to a DV QP, pleite's KICK validation
 // (request tail; -ESTALE, -EOVERFLOW with the queue in error), hellas'
-// NOP-only KICK. Not yet against the real module.
+// NOP-only KICK, pleite's DV poll worker (SetDVPoller); and on the real
+// pleite-gda module in the usb4 bed (vm_test.go, tests/usb4).
 //
 // The extended poll API (ibv_start_poll / ibv_next_poll / ibv_end_poll) is
 // cqex.c: a cursor per ibv_cq_ex that holds the CQ from start to end as

@@ -130,6 +130,7 @@ func runChecks(e doctorEnv) []check {
 		checkOtherProvider(e),
 		checkAppleSlot(e),
 		checkCounters(e),
+		checkNCCLWriteImmByteLen(e),
 		checkUnreadable(e),
 	}
 }

@@ -170,10 +170,58 @@ static void failf(struct res *r, const char *fmt, ...)
 	va_end(ap);
 }
 
+// The bytes of message i, receive r: a random block (made once) XORed with a
+// key of (i, r), so a late, early, shifted or foreign buffer is told apart
+// from the right one, and the fill and the check are plain loops.
+static uint8_t *ref;
+static size_t ref_len;
+
+static int ref_init(size_t n)
+{
+	ref_len = n;
+	ref = malloc(n ? n : 1);
+	if (!ref)
+		return -1;
+	uint64_t x = 0x243F6A8885A308D3ull;
+	for (size_t k = 0; k < n; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		ref[k] = (uint8_t)(x >> 24);
+	}
+	return 0;
+}
+
+static uint8_t key_of(uint64_t i, int r)
+{
+	return (uint8_t)(i * 37u + (uint64_t)r * 101u + 1u);
+}
+
 static uint8_t pattern(uint64_t i, int r, size_t k)
 {
-	uint64_t x = (i * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)r << 56) ^ (k * 0x100000001B3ull);
-	return (uint8_t)(x ^ (x >> 29) ^ (x >> 47));
+	return ref[k] ^ key_of(i, r);
+}
+
+static void fill(uint8_t *b, uint64_t i, int r, size_t n)
+{
+	uint8_t key = key_of(i, r);
+	for (size_t k = 0; k < n; k++)
+		b[k] = ref[k] ^ key;
+}
+
+// first_diff: the first offset where b is not message i's receive r, or n.
+static size_t first_diff(const uint8_t *b, uint64_t i, int r, size_t n)
+{
+	uint8_t key = key_of(i, r);
+	uint8_t acc = 0;
+	for (size_t k = 0; k < n; k++)
+		acc |= (uint8_t)(b[k] ^ ref[k] ^ key);
+	if (!acc)
+		return n;
+	for (size_t k = 0; k < n; k++)
+		if ((uint8_t)(b[k] ^ ref[k] ^ key))
+			return k;
+	return n;
 }
 
 static int open_dev(struct dev *d, const char *name, int gidx)
@@ -499,8 +547,7 @@ static int isend(struct run *u)
 	int nreqs = k->nreqs;
 	for (int r = 0; r < nreqs; r++) {
 		uint8_t *b = sbuf_of(c, u->o->window, i, r);
-		for (size_t x = 0; x < m->size[r]; x++)
-			b[x] = pattern(i, r, x);
+		fill(b, i, r, m->size[r]);
 		c->cmpl_src[slot][r] = (int)m->size[r];
 		memset(&wrs[r], 0, sizeof(wrs[r]));
 		sges[r].addr = (uint64_t)(uintptr_t)b;
@@ -704,13 +751,13 @@ static int verify(struct run *u, struct msg *m)
 	int slot = (int)(m->i % MAX_REQUESTS);
 	for (int r = 0; r < k->nreqs; r++) {
 		uint8_t *b = rbuf_of(c, u->o->window, m->i, r);
-		for (size_t x = 0; x < m->size[r]; x++)
-			if (b[x] != pattern(m->i, r, x)) {
-				failf(u->r, "msg %" PRIu64 " recv %d (%zu B): byte %zu is %#x, want %#x", m->i, r, m->size[r], x, b[x],
-				      pattern(m->i, r, x));
-				return -1;
-			}
-		for (size_t x = m->size[r]; x < m->size[r] + TAIL; x++)
+		size_t x = first_diff(b, m->i, r, m->size[r]);
+		if (x < m->size[r]) {
+			failf(u->r, "msg %" PRIu64 " recv %d (%zu B): byte %zu is %#x, want %#x", m->i, r, m->size[r], x, b[x],
+			      pattern(m->i, r, x));
+			return -1;
+		}
+		for (x = m->size[r]; x < m->size[r] + TAIL; x++)
 			if (b[x] != POISON) {
 				failf(u->r, "msg %" PRIu64 " recv %d (%zu B): byte %zu past the end was written (%#x)", m->i, r,
 				      m->size[r], x, b[x]);
@@ -816,6 +863,112 @@ static int run_case(const struct kase *k, const struct opts *o, struct dev *dv, 
 	return r->failed ? 1 : 0;
 }
 
+// cq_capacity: a CQ asked for CAP_N entries holds as many completions as its
+// cq->cqe says: that many 0-byte RDMA_WRITE_WITH_IMMs into 0-SGE receives
+// land in it with none polled, every one successful. Then one more, which a
+// CQ of exactly cq->cqe entries cannot hold: what happened is a note.
+enum { CAP_N = 16 };
+static int cq_capacity(struct dev *dv, char *note, size_t notelen, int stall_s)
+{
+	int bad = 1, n = 0, more = -1;
+	struct ibv_cq *cqa = ibv_create_cq(dv[0].ctx, 4 * CAP_N, NULL, NULL, 0);
+	struct ibv_cq *cqb = cqa ? ibv_create_cq(dv[1].ctx, CAP_N, NULL, NULL, 0) : NULL;
+	struct ibv_qp *a = cqb ? mkqp(&dv[0], cqa, 4 * CAP_N, 0) : NULL;
+	struct ibv_qp *b = a ? ibv_create_qp(dv[1].pd, &(struct ibv_qp_init_attr){.send_cq = cqb,
+											  .recv_cq = cqb,
+											  .qp_type = IBV_QPT_RC,
+											  .cap = {.max_send_wr = 1,
+												  .max_recv_wr = 4 * CAP_N,
+												  .max_send_sge = 1,
+												  .max_recv_sge = 1}})
+			     : NULL;
+	if (!b) {
+		snprintf(note, notelen, "create: %s", ename(errno));
+		goto out;
+	}
+	int rc = connect_qp(a, &dv[0], IBV_ACCESS_REMOTE_WRITE, &dv[1].gid, b->qp_num);
+	rc = rc ? rc : connect_qp(b, &dv[1], IBV_ACCESS_REMOTE_WRITE, &dv[0].gid, a->qp_num);
+	if (rc) {
+		snprintf(note, notelen, "connect: %s", ename(rc));
+		goto out;
+	}
+	int cap = cqb->cqe > 0 ? cqb->cqe : CAP_N;
+	if (cap > 4 * CAP_N - 1)
+		cap = 4 * CAP_N - 1;
+	for (int k = 0; k <= cap; k++) {
+		struct ibv_recv_wr rw = {.wr_id = (uint64_t)k}, *rbad;
+		if ((rc = ibv_post_recv(b, &rw, &rbad))) {
+			snprintf(note, notelen, "post_recv %d: %s", k, ename(rc));
+			goto out;
+		}
+	}
+	struct ibv_wc wc[4 * CAP_N];
+	// round 1: cap writes with immediate; wait for their send completions.
+	for (int k = 0; k < cap; k++) {
+		struct ibv_send_wr w = {.wr_id = (uint64_t)k, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
+					.imm_data = htobe32((uint32_t)k)},
+				   *sbad;
+		w.wr.rdma.rkey = 0; // 0 bytes: no MR is read or written
+		if ((rc = ibv_post_send(a, &w, &sbad))) {
+			snprintf(note, notelen, "post_send %d: %s", k, ename(rc));
+			goto out;
+		}
+	}
+	double t0 = now();
+	int sent = 0;
+	while (sent < cap && now() - t0 < stall_s) {
+		int g = ibv_poll_cq(cqa, 4 * CAP_N, wc);
+		for (int k = 0; k < g; k++)
+			if (wc[k].status != IBV_WC_SUCCESS) {
+				snprintf(note, notelen, "send %d of %d: %s", sent + k, cap, ibv_wc_status_str(wc[k].status));
+				goto out;
+			}
+		sent += g > 0 ? g : 0;
+	}
+	for (int g; (g = ibv_poll_cq(cqb, 4 * CAP_N, wc + n)) > 0 && n < 4 * CAP_N;)
+		n += g;
+	int ok = 0;
+	for (int k = 0; k < n; k++)
+		ok += wc[k].status == IBV_WC_SUCCESS && wc[k].opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+		      be32toh(wc[k].imm_data) == (uint32_t)k;
+	bad = !(sent == cap && n == cap && ok == cap);
+	// round 2: cap + 1 outstanding in a CQ of cqe entries.
+	for (int k = 0; k <= cap && !bad; k++) {
+		struct ibv_recv_wr rw = {.wr_id = (uint64_t)k}, *rbad;
+		if (k < cap && ibv_post_recv(b, &rw, &rbad))
+			break;
+		struct ibv_send_wr w = {.wr_id = (uint64_t)k, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .send_flags = IBV_SEND_SIGNALED},
+				   *sbad;
+		if (ibv_post_send(a, &w, &sbad))
+			break;
+	}
+	t0 = now();
+	int sent2 = 0, err2 = 0;
+	while (!bad && sent2 < cap + 1 && now() - t0 < 10) {
+		int g = ibv_poll_cq(cqa, 4 * CAP_N, wc);
+		for (int k = 0; k < g; k++)
+			err2 += wc[k].status != IBV_WC_SUCCESS;
+		sent2 += g > 0 ? g : 0;
+	}
+	more = 0;
+	for (int g; (g = ibv_poll_cq(cqb, 4 * CAP_N, wc)) > 0;)
+		more += g;
+	snprintf(note, notelen,
+		 "asked %d, cq->cqe %d: %d completions held, %d of them right (%d sends completed); then %d more: %d send completions "
+		 "(%d with error), %d receive completions polled",
+		 CAP_N, cqb->cqe, n, ok, sent, cap + 1, sent2, err2, more);
+out:
+	if (b)
+		ibv_destroy_qp(b);
+	if (a)
+		ibv_destroy_qp(a);
+	if (cqb)
+		ibv_destroy_cq(cqb);
+	if (cqa)
+		ibv_destroy_cq(cqa);
+	return bad;
+}
+
 static void add_case(struct kase *ks, int *n, int from, int nqps, const char *sname, int nreqs, const size_t *sizes,
 		     int flush)
 {
@@ -887,6 +1040,14 @@ int main(int argc, char **argv)
 	for (int from = 0; from < 2; from++)
 		add_case(ks, &nk, from, 1, "4KiB", 1, s4k, 1);
 
+	size_t maxsz = 0;
+	for (int x = 0; x < nk; x++)
+		for (int r = 0; r < ks[x].nreqs; r++)
+			maxsz = ks[x].size[r] > maxsz ? ks[x].size[r] : maxsz;
+	if (ref_init(maxsz)) {
+		printf("--- FAIL: ncclpattern/open (out of memory)\n");
+		return 1;
+	}
 	int failed = 0;
 	long bl_wrong = 0, bl_zero = 0, bl_total = 0;
 	char bl_first[260] = "";
@@ -924,6 +1085,13 @@ int main(int argc, char **argv)
 		if (r.byte_len_wrong && !bl_wrong)
 			snprintf(bl_first, sizeof(bl_first), "%.60s: %.190s", k->name, r.byte_len_first);
 		bl_wrong += r.byte_len_wrong;
+	}
+	if (!o.have_re || !regexec(&o.re, "cq_capacity", 0, NULL, 0)) {
+		char note[400] = "";
+		double t0 = now();
+		int bad = cq_capacity(dv, note, sizeof(note), o.stall_s);
+		printf("--- %s: ncclpattern/cq_capacity (%.2fs)\n    note: %s\n", bad ? "FAIL" : "PASS", now() - t0, note);
+		failed |= bad;
 	}
 	// byte_len of RECV_RDMA_WITH_IMM: what NCCL's ID-based matching scheme
 	// sums; its default (index-based) reads the size from imm_data.

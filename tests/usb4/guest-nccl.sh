@@ -24,36 +24,37 @@ case $tree in
   *) known="" ;;
 esac
 
-# run LABEL ENV...: one pass over the cases with the provider ENV selects, pinned to one vCPU
-# (one process drives both hosts' devices).
+# run LABEL LINE_PREFIX ENV...: one pass over the cases with the provider ENV selects, pinned
+# to one vCPU (one process drives both hosts' devices); the exit status is ncclpattern's.
 run() {
-  local label=$1 rc
-  shift
-  set -- env "$@" taskset 2 timeout "${NCCL_TIMEOUT:-1500}" $BIN/ncclpattern --msgs "$msgs"
+  local label=$1 lp=$2 rc
+  shift 2
+  set -- env "$@" taskset 2 timeout "${NCCL_TIMEOUT:-1500}" $BIN/ncclpattern --msgs "$msgs" --stall-s "${NCCL_STALL_S:-20}" \
+    --name-prefix "usb4/$tree/nccl/" --line-prefix "$lp"
   [ -n "${NCCL_CASES:-}" ] && set -- "$@" --cases "$NCCL_CASES"
   [ -n "$known" ] && set -- "$@" --byte-len-zero-known "$known"
-  "$@" "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" > /tmp/nccl.$label.out 2>&1
-  rc=$?
-  echo "# nccl $label: exit $rc, loaded $(grep -c . /tmp/nccl.$label.out) lines"
-  return $rc
+  rm -f /tmp/nccl.$label.rc
+  { "$@" "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" 2>&1; echo $? > /tmp/nccl.$label.rc; } |
+    tee /tmp/nccl.$label.out
+  rc=$(cat /tmp/nccl.$label.rc 2>/dev/null || echo 99)
+  echo "# nccl $label: ncclpattern exit $rc"
+  return "$rc"
 }
 
-run ours
+run ours ""
 rc=$?
-sed "s|^--- \([A-Z]*\): ncclpattern/|--- \1: usb4/$tree/nccl/|" /tmp/nccl.ours.out
 # A timeout kill (124) or a crash leaves cases without a line: one FAIL says so.
 if [ $rc -ne 0 ] && ! grep -q '^--- FAIL' /tmp/nccl.ours.out; then
   echo "--- FAIL: usb4/$tree/nccl/run (ncclpattern exit $rc)"
 fi
 
 UP=$BIN/upstream/libusb4_rdma
-if [ -f $UP-rdmav34.so ]; then
+if [ -f $UP-rdmav34.so ] && [ "${NCCL_CPROVIDER:-1}" != 0 ]; then
   # Only the provider RDMAV_DRIVERS names may serve the devices: the bed's driver file
   # (ours) goes away while the C provider runs (as tests/bench/guest-usb4.sh does).
   drv=/etc/libibverbs.d/usb4_rdma.driver
   [ -f $drv ] && mv $drv /tmp/usb4_rdma.driver.saved
-  run cprovider RDMAV_DRIVERS=$UP
+  run cprovider "cprovider| " RDMAV_DRIVERS=$UP
   [ -f /tmp/usb4_rdma.driver.saved ] && mv /tmp/usb4_rdma.driver.saved $drv
-  sed "s|^--- \([A-Z]*\): ncclpattern/|cprovider\| --- \1: usb4/$tree/nccl/|; s|^    note:|cprovider\|     note:|" /tmp/nccl.cprovider.out
 fi
 [ $rc -eq 0 ]

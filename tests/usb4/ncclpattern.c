@@ -10,6 +10,8 @@
 //     --window W      messages in flight, as NCCL's proxy keeps steps in flight (8)
 //     --cases ERE     run only the cases whose name matches
 //     --stall-s S     a case fails when nothing completes for S seconds (60)
+//     --name-prefix P  result names are P<case> (ncclpattern/)
+//     --line-prefix L  every output line starts with L (none)
 //     --byte-len-zero-known CITATION
 //                     the tree's module is known to leave byte_len 0 in the
 //                     RECV_RDMA_WITH_IMM completion: the byte_len case then
@@ -145,6 +147,10 @@ struct comm {
 	size_t stride; // per request buffer stride
 	int cqe_req_s, cqe_req_r, cqe_got_s, cqe_got_r;
 };
+
+// What result lines start with: --line-prefix, then "--- PASS: " and
+// --name-prefix before the case name.
+static const char *LP = "", *NP = "ncclpattern/";
 
 static double now(void)
 {
@@ -1000,6 +1006,10 @@ int main(int argc, char **argv)
 			o.window = atoi(argv[++a]);
 		else if (!strcmp(argv[a], "--stall-s") && a + 1 < argc)
 			o.stall_s = atoi(argv[++a]);
+		else if (!strcmp(argv[a], "--name-prefix") && a + 1 < argc)
+			NP = argv[++a];
+		else if (!strcmp(argv[a], "--line-prefix") && a + 1 < argc)
+			LP = argv[++a];
 		else if (!strcmp(argv[a], "--byte-len-zero-known") && a + 1 < argc)
 			o.byte_len_known = argv[++a];
 		else if (!strcmp(argv[a], "--cases") && a + 1 < argc) {
@@ -1022,7 +1032,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	struct dev dv[2] = {{0}};
 	if (open_dev(&dv[0], argv[a], atoi(argv[a + 1])) || open_dev(&dv[1], argv[a + 2], atoi(argv[a + 3]))) {
-		printf("--- FAIL: ncclpattern/open (the devices)\n");
+		printf("%s--- FAIL: %sopen (the devices)\n", LP, NP);
 		return 1;
 	}
 	struct kase ks[64];
@@ -1045,7 +1055,7 @@ int main(int argc, char **argv)
 		for (int r = 0; r < ks[x].nreqs; r++)
 			maxsz = ks[x].size[r] > maxsz ? ks[x].size[r] : maxsz;
 	if (ref_init(maxsz)) {
-		printf("--- FAIL: ncclpattern/open (out of memory)\n");
+		printf("%s--- FAIL: %sopen (out of memory)\n", LP, NP);
 		return 1;
 	}
 	int failed = 0;
@@ -1065,19 +1075,19 @@ int main(int argc, char **argv)
 			// ibv_create_cq: cq->cqe is at least what was asked for (verbs.h).
 			cq_checked = 1;
 			int ok = c.cqe_got_s >= c.cqe_req_s && c.cqe_got_r >= c.cqe_req_r;
-			printf("--- %s: ncclpattern/create_cq_cqe (0.00s)\n", ok ? "PASS" : "FAIL");
-			printf("    note: asked %d and %d entries, cq->cqe %d and %d\n", c.cqe_req_s, c.cqe_req_r, c.cqe_got_s,
+			printf("%s--- %s: %screate_cq_cqe (0.00s)\n", LP, ok ? "PASS" : "FAIL", NP);
+			printf("%s    note: asked %d and %d entries, cq->cqe %d and %d\n", LP, c.cqe_req_s, c.cqe_req_r, c.cqe_got_s,
 			       c.cqe_got_r);
 			failed |= !ok;
 		}
 		comm_free(&c);
-		printf("--- %s: ncclpattern/%s (%.2fs)\n", bad ? "FAIL" : "PASS", k->name, dt);
-		printf("    note: %ld RECV_RDMA_WITH_IMM, %ld send, %ld CTS, %ld flush completions\n", r.recv_wc, r.send_wc, r.cts_wc,
-		       r.flush_wc);
+		printf("%s--- %s: %s%s (%.2fs)\n", LP, bad ? "FAIL" : "PASS", NP, k->name, dt);
+		printf("%s    note: %ld RECV_RDMA_WITH_IMM, %ld send, %ld CTS, %ld flush completions\n", LP, r.recv_wc, r.send_wc,
+		       r.cts_wc, r.flush_wc);
 		if (bad)
-			printf("    note: %s\n", r.first);
+			printf("%s    note: %s\n", LP, r.first);
 		if (r.byte_len_wrong)
-			printf("    note: byte_len wrong in %ld of %ld receive completions (%ld of them 0); first: %s\n",
+			printf("%s    note: byte_len wrong in %ld of %ld receive completions (%ld of them 0); first: %s\n", LP,
 			       r.byte_len_wrong, r.recv_wc, r.byte_len_zero, r.byte_len_first);
 		failed |= bad;
 		bl_total += r.recv_wc;
@@ -1090,22 +1100,22 @@ int main(int argc, char **argv)
 		char note[400] = "";
 		double t0 = now();
 		int bad = cq_capacity(dv, note, sizeof(note), o.stall_s);
-		printf("--- %s: ncclpattern/cq_capacity (%.2fs)\n    note: %s\n", bad ? "FAIL" : "PASS", now() - t0, note);
+		printf("%s--- %s: %scq_capacity (%.2fs)\n%s    note: %s\n", LP, bad ? "FAIL" : "PASS", NP, now() - t0, LP, note);
 		failed |= bad;
 	}
 	// byte_len of RECV_RDMA_WITH_IMM: what NCCL's ID-based matching scheme
 	// sums; its default (index-based) reads the size from imm_data.
 	if (bl_total == 0)
-		printf("--- SKIP: ncclpattern/write_imm_byte_len (no receive completion seen)\n");
+		printf("%s--- SKIP: %swrite_imm_byte_len (no receive completion seen)\n", LP, NP);
 	else if (!bl_wrong)
-		printf("--- PASS: ncclpattern/write_imm_byte_len (0.00s)\n    note: %ld receive completions, byte_len right\n",
-		       bl_total);
+		printf("%s--- PASS: %swrite_imm_byte_len (0.00s)\n%s    note: %ld receive completions, byte_len right\n", LP, NP,
+		       LP, bl_total);
 	else if (o.byte_len_known && bl_zero == bl_wrong)
-		printf("--- SKIP: ncclpattern/write_imm_byte_len (byte_len 0 in %ld of %ld: the module's, %s)\n", bl_zero, bl_total,
-		       o.byte_len_known);
+		printf("%s--- SKIP: %swrite_imm_byte_len (byte_len 0 in %ld of %ld: the module's, %s)\n", LP, NP, bl_zero,
+		       bl_total, o.byte_len_known);
 	else {
-		printf("--- FAIL: ncclpattern/write_imm_byte_len (0.00s)\n    note: wrong in %ld of %ld (%ld of them 0); first: %s\n",
-		       bl_wrong, bl_total, bl_zero, bl_first);
+		printf("%s--- FAIL: %swrite_imm_byte_len (0.00s)\n%s    note: wrong in %ld of %ld (%ld of them 0); first: %s\n", LP,
+		       NP, LP, bl_wrong, bl_total, bl_zero, bl_first);
 		failed = 1;
 	}
 	return failed;

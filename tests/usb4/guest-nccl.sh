@@ -6,7 +6,8 @@
 # (/opt/usb4verbs/upstream/libusb4_rdma-rdmav34.so, tests/bench/upstream-provider.sh), through
 # it in the same boot. The C provider's lines are the baseline for docs/nccl-pattern.md, not
 # results of ours: they are printed as "cprovider| --- PASS/FAIL: usb4/<tree>/nccl/<case>",
-# which testsummary does not count. Settings: NCCL_MSGS (500), NCCL_CASES (an ERE, all).
+# which testsummary does not count. Settings (nccl.conf): NCCL_MSGS (500), NCCL_BIG_MSGS (per
+# 1 MiB case, NCCL_MSGS), NCCL_CASES (an ERE, all), NCCL_STALL_S (20), NCCL_CPROVIDER (1).
 # shellcheck disable=SC3043 # busybox ash has local
 tree=${USB4VERBS_BACKEND_TREE:?not in the usb4 mode}
 BIN=/opt/usb4verbs
@@ -29,7 +30,7 @@ esac
 run() {
   local label=$1 lp=$2 rc
   shift 2
-  set -- env "$@" taskset 2 timeout "${NCCL_TIMEOUT:-1500}" $BIN/ncclpattern --msgs "$msgs" --stall-s "${NCCL_STALL_S:-20}" \
+  set -- env "$@" taskset 2 timeout "${NCCL_TIMEOUT:-1500}" $BIN/ncclpattern --msgs "$msgs" --big-msgs "${NCCL_BIG_MSGS:-$msgs}" --stall-s "${NCCL_STALL_S:-20}" \
     --name-prefix "usb4/$tree/nccl/" --line-prefix "$lp"
   [ -n "${NCCL_CASES:-}" ] && set -- "$@" --cases "$NCCL_CASES"
   [ -n "$known" ] && set -- "$@" --byte-len-zero-known "$known"

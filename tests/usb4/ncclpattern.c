@@ -7,6 +7,7 @@
 //
 //   ncclpattern [options] DEV0 GID0 DEV1 GID1
 //     --msgs N        messages per case (500)
+//     --big-msgs N    messages per 1 MiB case (--msgs)
 //     --window W      messages in flight, as NCCL's proxy keeps steps in flight (8)
 //     --cases ERE     run only the cases whose name matches
 //     --stall-s S     a case fails when nothing completes for S seconds (60)
@@ -96,7 +97,7 @@ struct dev {
 };
 
 struct opts {
-	int msgs, window, stall_s;
+	int msgs, big_msgs, window, stall_s;
 	const char *byte_len_known;
 	regex_t re;
 	int have_re;
@@ -810,7 +811,7 @@ static int run_case(const struct kase *k, const struct opts *o, struct dev *dv, 
 	if (comm_new(c, k, ds, dr, o->window, r))
 		return 1;
 	struct run u = {.k = k, .o = o, .c = c, .r = r, .last_progress = now()};
-	uint64_t n = (uint64_t)o->msgs;
+	uint64_t n = (uint64_t)(k->cap >= (1u << 20) && o->big_msgs > 0 ? o->big_msgs : o->msgs);
 	while (u.done < n && !r->failed) {
 		while (u.posted < n && u.posted - u.done < (uint64_t)o->window)
 			if (irecv(&u))
@@ -1002,6 +1003,8 @@ int main(int argc, char **argv)
 	for (; a < argc && !strncmp(argv[a], "--", 2); a++) {
 		if (!strcmp(argv[a], "--msgs") && a + 1 < argc)
 			o.msgs = atoi(argv[++a]);
+		else if (!strcmp(argv[a], "--big-msgs") && a + 1 < argc)
+			o.big_msgs = atoi(argv[++a]);
 		else if (!strcmp(argv[a], "--window") && a + 1 < argc)
 			o.window = atoi(argv[++a]);
 		else if (!strcmp(argv[a], "--stall-s") && a + 1 < argc)

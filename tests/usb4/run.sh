@@ -132,7 +132,8 @@ usb4_stock_files() {
     result FAIL "usb4/$1/nccl/build" "gcc tests/usb4/ncclpattern.c"
   install -m755 "$USB4DIR/guest-nccl.sh" "$STOCK_FILES/guest-nccl.sh"
   local ncases=${USB4_NCCL_CASES:-}
-  printf 'NCCL_MSGS=%s\nNCCL_CASES='"'"'%s'"'"'\n' "${USB4_NCCL_MSGS:-500}" "${ncases//\'/}" > "$STOCK_FILES/nccl.conf"
+  printf 'NCCL_MSGS=%s\nNCCL_BIG_MSGS=%s\nNCCL_CASES='"'"'%s'"'"'\n' "${USB4_NCCL_MSGS:-500}" "${USB4_NCCL_BIG_MSGS:-50}" \
+    "${ncases//\'/}" > "$STOCK_FILES/nccl.conf"
   if [[ ${USB4_NCCL_CPROVIDER:-1} != 0 ]]; then
     local uprc=0
     "$REPO/tests/bench/upstream-provider.sh" "$STOCK_FILES/upstream" > "$REPO/build/usb4/upstream-provider.log" 2>&1 || uprc=$?

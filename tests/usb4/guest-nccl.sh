@@ -39,6 +39,8 @@ run() {
     tee /tmp/nccl.$label.out
   rc=$(cat /tmp/nccl.$label.rc 2>/dev/null || echo 99)
   echo "# nccl $label: ncclpattern exit $rc"
+  # What the module logged meanwhile (its per-QP error lines), when a case failed.
+  [ "$rc" = 0 ] || dmesg | tail -n 40 | sed "s/^/# nccl $label dmesg: /"
   return "$rc"
 }
 

@@ -976,6 +976,70 @@ out:
 	return bad;
 }
 
+// The module's debugfs counters (thunderbolt_ibverbs/summary, "key: N"
+// lines): read at a case's start, and on its failure the ones that moved are
+// printed, with the state of every QP of the case.
+#define DBG_SUMMARY "/sys/kernel/debug/thunderbolt_ibverbs/summary"
+struct counters {
+	int n;
+	char key[400][48];
+	long long val[400];
+};
+
+static void counters_read(struct counters *c)
+{
+	c->n = 0;
+	FILE *f = fopen(DBG_SUMMARY, "r");
+	if (!f)
+		return;
+	char line[256], k[48];
+	long long v;
+	while (c->n < 400 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%47[A-Za-z0-9_]: %lld", k, &v) == 2) {
+			snprintf(c->key[c->n], sizeof(c->key[0]), "%s", k);
+			c->val[c->n++] = v;
+		}
+	fclose(f);
+}
+
+static void counters_moved(const struct counters *a)
+{
+	static struct counters b;
+	counters_read(&b);
+	char out[2048] = "";
+	size_t l = 0;
+	for (int j = 0; j < b.n; j++) {
+		long long old = 0;
+		for (int i = 0; i < a->n; i++)
+			if (!strcmp(a->key[i], b.key[j]))
+				old = a->val[i];
+		if (b.val[j] != old && l < sizeof(out) - 64)
+			l += (size_t)snprintf(out + l, sizeof(out) - l, " %s+%lld", b.key[j], b.val[j] - old);
+	}
+	if (b.n)
+		printf("%s    note: module counters moved:%s\n", LP, out);
+}
+
+static void qp_states(struct comm *c, int nqps)
+{
+	static const char *st[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "?"};
+	char out[512] = "";
+	size_t l = 0;
+	for (int q = 0; q < 2 * nqps + 1; q++) {
+		struct ibv_qp *qp = q < nqps ? c->qs[q] : q < 2 * nqps ? c->qr[q - nqps] : c->flushqp;
+		struct ibv_qp_attr a;
+		struct ibv_qp_init_attr ia;
+		if (!qp || l > sizeof(out) - 40)
+			continue;
+		if (ibv_query_qp(qp, &a, IBV_QP_STATE, &ia))
+			l += (size_t)snprintf(out + l, sizeof(out) - l, " %#x:?", qp->qp_num);
+		else
+			l += (size_t)snprintf(out + l, sizeof(out) - l, " %s%d %#x:%s", q < nqps ? "s" : q < 2 * nqps ? "r" : "flush",
+					      q < nqps ? q : q - nqps, qp->qp_num, st[a.qp_state < 7 ? a.qp_state : 7]);
+	}
+	printf("%s    note: QP states:%s\n", LP, out);
+}
+
 static void add_case(struct kase *ks, int *n, int from, int nqps, const char *sname, int nreqs, const size_t *sizes,
 		     int flush)
 {
@@ -1071,6 +1135,8 @@ int main(int argc, char **argv)
 			continue;
 		struct res r = {0};
 		struct comm c;
+		static struct counters before;
+		counters_read(&before);
 		double t0 = now();
 		int bad = run_case(k, &o, dv, &r, &c);
 		double dt = now() - t0;
@@ -1083,8 +1149,12 @@ int main(int argc, char **argv)
 			       c.cqe_got_r);
 			failed |= !ok;
 		}
-		comm_free(&c);
 		printf("%s--- %s: %s%s (%.2fs)\n", LP, bad ? "FAIL" : "PASS", NP, k->name, dt);
+		if (bad) {
+			qp_states(&c, k->nqps);
+			counters_moved(&before);
+		}
+		comm_free(&c);
 		printf("%s    note: %ld RECV_RDMA_WITH_IMM, %ld send, %ld CTS, %ld flush completions\n", LP, r.recv_wc, r.send_wc,
 		       r.cts_wc, r.flush_wc);
 		if (bad)

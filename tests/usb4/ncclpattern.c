@@ -1116,6 +1116,11 @@ int main(int argc, char **argv)
 		}
 	for (int from = 0; from < 2; from++)
 		add_case(ks, &nk, from, 1, "4KiB", 1, s4k, 1);
+	// Two receives: which piece of the multi-receive chain a tree cannot take.
+	static const size_t m44[] = {4096, 4096}, m40[] = {4096, 0}, m41[] = {4096, 1};
+	add_case(ks, &nk, 0, 1, "multi2-4KiB-4KiB", 2, m44, 0);
+	add_case(ks, &nk, 0, 1, "multi2-4KiB-1B", 2, m41, 0);
+	add_case(ks, &nk, 0, 1, "multi2-4KiB-0B", 2, m40, 0);
 
 	size_t maxsz = 0;
 	for (int x = 0; x < nk; x++)

@@ -131,6 +131,7 @@ func runChecks(e doctorEnv) []check {
 		checkAppleSlot(e),
 		checkCounters(e),
 		checkNCCLWriteImmByteLen(e),
+		checkNCCLFlushLoopback(e),
 		checkUnreadable(e),
 	}
 }

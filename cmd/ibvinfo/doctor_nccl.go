@@ -66,3 +66,26 @@ func names(set []string) []string {
 	}
 	return out
 }
+
+// checkNCCLFlushLoopback names NCCL's GPU Direct flush, which needs a QP
+// connected to itself: NCCL 2.30 creates one per receive device when GPU
+// Direct RDMA or dma-buf is usable and NCCL_GDR_FLUSH_DISABLE is not 1
+// (NVIDIA/nccl src/transport/net_ib/connect.cc ncclIbAccept, flushEnabled)
+// and posts an RDMA READ on it after each receive. thunderbolt_ibverbs has no
+// local loopback: every QP's traffic leaves over its rail, and the other
+// host's module looks the destination QP number up in its own table
+// (hellas-main:kernel/ibdev.c:8911), where the flush QP does not exist, so
+// the READ is dropped (data_rx_no_qp) and the flush ends in a retry error.
+// (The usb4 bed cannot show it: both of its hosts share one module instance
+// and one QP table, hellas-main:kernel/main.c:115.)
+func checkNCCLFlushLoopback(e doctorEnv) check {
+	const id = "nccl-gdr-flush-loopback"
+	s := e.sys
+	if !usb4Setup(s) {
+		return skip(id, noUSB4)
+	}
+	if strings.TrimSpace(s.Env["NCCL_GDR_FLUSH_DISABLE"]) == "1" {
+		return ok(id, "NCCL_GDR_FLUSH_DISABLE=1: NCCL connects no QP to itself")
+	}
+	return ok(id, "thunderbolt_ibverbs has no local loopback, so NCCL's GPU Direct flush (a QP connected to itself, used with GPU Direct RDMA or dma-buf) cannot complete across two hosts: set NCCL_GDR_FLUSH_DISABLE=1 when NCCL uses GPU buffers")
+}

@@ -32,3 +32,17 @@ func TestCheckNCCLWriteImmByteLen(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckNCCLFlushLoopback(t *testing.T) {
+	sys := &sysinfo.System{Modules: []sysinfo.Module{{Name: "thunderbolt_ibverbs", Loaded: true}}}
+	if c := checkNCCLFlushLoopback(doctorEnv{sys: sys}); c.Verdict != verdictOK || !strings.Contains(c.Message, "set NCCL_GDR_FLUSH_DISABLE=1") {
+		t.Errorf("unset: %s %q", c.Verdict, c.Message)
+	}
+	sys.Env = map[string]string{"NCCL_GDR_FLUSH_DISABLE": "1"}
+	if c := checkNCCLFlushLoopback(doctorEnv{sys: sys}); c.Verdict != verdictOK || !strings.Contains(c.Message, "connects no QP to itself") {
+		t.Errorf("set: %s %q", c.Verdict, c.Message)
+	}
+	if c := checkNCCLFlushLoopback(doctorEnv{sys: &sysinfo.System{}}); c.Verdict != verdictSkip {
+		t.Errorf("no usb4: %s", c.Verdict)
+	}
+}

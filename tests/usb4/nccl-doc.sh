@@ -4,7 +4,7 @@
 # build/usb4/stock/<tree>.out; a direct `USB4_TREE=<tree> tests/vm/run.sh` with
 # VM_GUEST_SCRIPT=tests/usb4/guest-nccl.sh prints the same lines). Per tree: one row per case,
 # our provider's verdict and the module's C provider's (the "cprovider| " lines of the same
-# boot), each with its first note. Markdown on stdout.
+# boot): PASS, SKIP with its reason, FAIL with what failed first. Markdown on stdout.
 set -euo pipefail
 for f in "$@"; do
   awk '
@@ -24,9 +24,10 @@ for f in "$@"; do
         res[side, name] = v; note[side, name] = why; last = side SUBSEP name
         next
       }
-      if (line ~ /^    note: / && last != "") {
+      # A FAIL keeps its first note that is not the completion count.
+      if (line ~ /^    note: / && last != "" && res[last] == "FAIL" && !(last in failnote)) {
         t = line; sub(/^    note: /, "", t)
-        if (v == "FAIL" || note[last] == "") note[last] = (note[last] == "" ? t : note[last] "; " t)
+        if (t !~ /^[0-9]+ RECV_RDMA_WITH_IMM/ && t !~ /^QP states|^module counters/) { note[last] = t; failnote[last] = 1 }
       }
     }
     END {

@@ -48,6 +48,30 @@ func (c *Context) cqDriverResp() []byte {
 	return nil
 }
 
+// allocatedCQE is the number of entries the kernel really gave a CQ created
+// with requested entries, whose create_cq response said resp.
+//
+// The thunderbolt_ibverbs trees answer 0: their tbv_create_cq refuses
+// cqe <= 0 and cqe > TBV_IBDEV_MAX_CQE (4096), then allocates exactly
+// attr->cqe entries (kcalloc(attr->cqe, ...); tcq->cqe = attr->cqe) and never
+// sets ib_cq.cqe, which is what the uverbs core copies into the response
+// (linux:drivers/infiniband/core/uverbs_std_types_cq.c, UVERBS_ATTR_CREATE_CQ_RESP_CQE
+// from cq->cqe). Seen in hellas-main:kernel/ibdev.c:2458 (tbv_create_cq),
+// hellas-gda-v2:kernel/ibdev.c:2505, pleite-gda:kernel/ibdev.c:2488,
+// pleite-gda-8099446:kernel/ibdev.c:3263, pleite-main:kernel/ibdev_cq.c:19;
+// on the bed (tests/usb4/ncclpattern.c, create_cq_cqe) the response is 0 on
+// every tree, and a CQ of N entries holds exactly N completions
+// (ncclpattern's cq_capacity). A response of 0 for a CQ that was created is
+// such a tree's answer (no driver can create a CQ of no entries), so a usb4
+// device then reports the requested count; a nonzero response (a tree that
+// sets ib_cq.cqe) is taken as it is, and so is every other device's.
+func (c *Context) allocatedCQE(requested, resp uint32) uint32 {
+	if resp == 0 && c.info.Driver.Kind == DriverUSB4 {
+		return requested
+	}
+	return resp
+}
+
 // CreateCQ creates a completion queue (UVERBS_METHOD_CQ_CREATE, or the
 // CREATE_CQ write command).
 func (c *Context) CreateCQ(attr CQAttr) (*CQ, error) {
@@ -104,6 +128,7 @@ func (c *Context) CreateCQ(attr CQAttr) (*CQ, error) {
 	default:
 		return nil, verbError(verb, err)
 	}
+	cqe = c.allocatedCQE(uint32(attr.CQE), cqe)
 	cq := &CQ{ctx: c, handle: handle, userHandle: uh, cqe: cqe, channel: attr.Channel, driverResp: drv}
 	c.cqs[uh] = cq
 	c.track(cq)

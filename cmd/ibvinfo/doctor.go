@@ -130,6 +130,8 @@ func runChecks(e doctorEnv) []check {
 		checkOtherProvider(e),
 		checkAppleSlot(e),
 		checkCounters(e),
+		checkNCCLWriteImmByteLen(e),
+		checkNCCLFlushLoopback(e),
 		checkUnreadable(e),
 	}
 }

@@ -103,6 +103,70 @@ int usb4v_uverbs_ioctl(const struct usb4v_sys *sys, int fd, uint32_t driver_id,
 
 /* ---- dispatch ---- */
 
+/*
+ * usb4_write_of_nothing: wr is an unsignaled RDMA WRITE of 0 bytes. The
+ * thunderbolt_ibverbs trees cannot carry one: the receiver finds the total
+ * length (sent in imm_data for a plain write) 0, refuses the frame as a
+ * malformed header and answers an error ACK (hellas-main:kernel/ibdev.c:8147
+ * tbv_rx_handle_rdma_write_fragment; hellas-gda-v2 :8357, pleite-gda :8560,
+ * pleite-gda-8099446 :10681, pleite-main :7327 tbv_rdma_write_header_valid),
+ * and the sender moves its QP to ERR on that ACK (hellas-main :9016), so
+ * every later post fails EINVAL. NCCL's multi-receive chains carry such
+ * writes (a receive of 0 bytes, or a QP with no bytes left of a request).
+ * Such a WR moves no byte and, unsignaled, completes nothing the
+ * application sees: not sending it is what it would have done had the
+ * module carried it. A signaled one goes to the module as it is.
+ */
+static int usb4_write_of_nothing(const struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
+{
+	if (wr->opcode != USB4V_WR_RDMA_WRITE || qp->sq_sig_all || (wr->send_flags & USB4V_SEND_SIGNALED) ||
+	    wr->num_sge < 0 || (wr->num_sge > 0 && !wr->sg_list))
+		return 0;
+	for (int i = 0; i < wr->num_sge; i++)
+		if (wr->sg_list[i].length)
+			return 0;
+	return 1;
+}
+
+typedef int (*usb4_post_fn)(struct usb4v_qp *, struct usb4v_ibv_send_wr *, struct usb4v_ibv_send_wr **);
+
+/* usb4_post_send: posts wr through post, without the WRs
+ * usb4_write_of_nothing leaves out; bad_wr points into the caller's list. */
+static int usb4_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad_wr,
+			  usb4_post_fn post)
+{
+	struct usb4v_ibv_send_wr *w = wr;
+	while (w && !usb4_write_of_nothing(qp, w))
+		w = w->next;
+	if (!w)
+		return post(qp, wr, bad_wr);
+	enum { RUN = 16 };
+	struct usb4v_ibv_send_wr run[RUN], *orig[RUN];
+	w = wr;
+	while (w) {
+		int n = 0;
+		for (; w && n < RUN; w = w->next) {
+			if (usb4_write_of_nothing(qp, w))
+				continue;
+			run[n] = *w;
+			orig[n] = w;
+			if (n)
+				run[n - 1].next = &run[n];
+			n++;
+		}
+		if (!n)
+			break;
+		run[n - 1].next = NULL;
+		struct usb4v_ibv_send_wr *b = NULL;
+		int rc = post(qp, run, &b);
+		if (rc) {
+			*bad_wr = b >= run && b < run + n ? orig[b - run] : orig[0];
+			return rc;
+		}
+	}
+	return 0;
+}
+
 int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 		    struct usb4v_ibv_send_wr **bad_wr)
 {
@@ -119,9 +183,9 @@ int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 	case USB4V_BACKEND_RXE:
 		return usb4v_rxe_post_send(qp, wr, bad_wr);
 	case USB4V_BACKEND_KCMD:
-		return usb4v_kcmd_post_send(qp, wr, bad_wr);
+		return usb4_post_send(qp, wr, bad_wr, usb4v_kcmd_post_send);
 	case USB4V_BACKEND_DV:
-		return usb4v_dv_post_send(qp, wr, bad_wr);
+		return usb4_post_send(qp, wr, bad_wr, usb4v_dv_post_send);
 	default:
 		*bad_wr = wr;
 		return EINVAL;

@@ -968,3 +968,45 @@ func pollAsync(t testing.TB, cq *CQ, n int) []WC {
 	}
 	return out
 }
+
+// NCCL's multi-receive chain carries unsignaled RDMA WRITEs of 0 bytes; the
+// module refuses those (an error ACK, the sender's QP to ERR; the double
+// plays it), so the provider does not send them. Saw it fail before the fix:
+// "got 3 completions, want 1" (two WR_FLUSH_ERR for the 0-byte writes), and
+// on the bed ncclpattern's multi8 stopped at message 1-5 with EINVAL.
+func TestUSB4ZeroByteUnsignaledWriteNotSent(t *testing.T) {
+	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
+		fill(e.bufA[:64], 5)
+		if err := e.qpB.PostRecv([]RecvWR{{WrID: 7}}); err != nil {
+			t.Fatal(err)
+		}
+		err := e.qpA.PostSend([]SendWR{
+			{WrID: 1, Opcode: WRRDMAWrite, RemoteAddr: addr(e.bufB), RKey: e.rkeyB},                                 // 0 SGEs
+			{WrID: 2, Opcode: WRRDMAWrite, SGEs: []SGE{e.sgeA(0, 0)}, RemoteAddr: addr(e.bufB) + 64, RKey: e.rkeyB}, // one SGE of 0 bytes
+			{WrID: 3, Opcode: WRRDMAWriteWithImm, Flags: SendSignaled, ImmData: be32(64), SGEs: []SGE{e.sgeA(0, 64)},
+				RemoteAddr: addr(e.bufB) + 128, RKey: e.rkeyB},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := pollN(t, e.cqA, 1)[0]; s.WrID != 3 || s.Status != WCSuccess || s.Opcode != WCRDMAWrite {
+			t.Fatalf("send completion %+v", s)
+		}
+		if r := pollN(t, e.cqB, 1)[0]; r.WrID != 7 || r.Opcode != WCRecvRDMAWithImm || r.ImmData != be32(64) {
+			t.Fatalf("receive completion %+v", r)
+		}
+		if !bytes.Equal(e.bufB[128:192], e.bufA[:64]) {
+			t.Fatal("bytes moved do not match")
+		}
+		expectEmpty(t, e.cqA)
+		// The rule is narrow: a signaled 0-byte write still goes to the module,
+		// and gets its answer.
+		if err := e.qpA.PostSend([]SendWR{{WrID: 4, Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}}); err != nil {
+			t.Fatal(err)
+		}
+		// (kernel commands: WR_FLUSH_ERR; DV: GENERAL_ERR, vendor_err 0xff)
+		if s := pollN(t, e.cqA, 1)[0]; s.WrID != 4 || (s.Status != WCWRFlushErr && s.Status != WCGeneralErr) {
+			t.Fatalf("signaled 0-byte write: %+v", s)
+		}
+	})
+}

@@ -115,6 +115,13 @@ if [ -x /opt/usb4verbs/qpex ]; then
   /opt/usb4verbs/qpex --usb4 "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" || failed=1
 fi
 
+# NCCL net_ib's pattern between host 0's and host 1's devices (tests/usb4/ncclpattern.c,
+# guest-nccl.sh): one usb4/<tree>/nccl/<case> line each through our provider; the module's
+# C provider's lines, when the boot carries it, as the uncounted "cprovider|" baseline.
+if [ -x /opt/usb4verbs/ncclpattern ] && [ -r /opt/usb4verbs/guest-nccl.sh ]; then
+  sh /opt/usb4verbs/guest-nccl.sh || failed=1
+fi
+
 # The stock-tool cases, when tests/usb4/run.sh put tests/stock/guest.sh in the image.
 if [ -r /opt/usb4verbs/stock.conf ] && [ -r /opt/usb4verbs/guest.sh ]; then
   sh /opt/usb4verbs/guest.sh || failed=1

@@ -126,6 +126,20 @@ usb4_stock_files() {
   # create_qp_ex / ibv_wr_* on the module (guest-smoke.sh runs it before the stock cases).
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$STOCK_FILES/qpex" "$REPO/cshim/testdata/qpex.c" -libverbs ||
     result FAIL "usb4/$1/qpex/build" "gcc cshim/testdata/qpex.c"
+  # NCCL net_ib's pattern (guest-smoke.sh runs guest-nccl.sh), and the module's own C
+  # provider as its baseline in the same boot when tests/bench/upstream-provider.sh can
+  # build it (cached; the first build needs RDMA_CORE_GIT, see there): else ours only.
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$STOCK_FILES/ncclpattern" "$USB4DIR/ncclpattern.c" -libverbs ||
+    result FAIL "usb4/$1/nccl/build" "gcc tests/usb4/ncclpattern.c"
+  install -m755 "$USB4DIR/guest-nccl.sh" "$STOCK_FILES/guest-nccl.sh"
+  local ncases=${USB4_NCCL_CASES:-}
+  printf 'NCCL_MSGS=%s\nNCCL_BIG_MSGS=%s\nNCCL_CASES='"'"'%s'"'"'\n' "${USB4_NCCL_MSGS:-500}" "${USB4_NCCL_BIG_MSGS:-50}" \
+    "${ncases//\'/}" > "$STOCK_FILES/nccl.conf"
+  if [[ ${USB4_NCCL_CPROVIDER:-1} != 0 ]]; then
+    local uprc=0
+    "$REPO/tests/bench/upstream-provider.sh" "$STOCK_FILES/upstream" > "$REPO/build/usb4/upstream-provider.log" 2>&1 || uprc=$?
+    ((uprc == 0)) || echo "usb4: the module's C provider is not in the $1 boot (tests/bench/upstream-provider.sh exit $uprc: $(tail -n1 "$REPO/build/usb4/upstream-provider.log")); NCCL's pattern runs through ours only" >&2
+  fi
   {
     printf 'MODE=usb4\nITERS=%s\nTIMEOUT=%s\nBIG_ITERS=%s\n' "${USB4_STOCK_ITERS:-1000}" \
       "${USB4_STOCK_TIMEOUT:-60}" "${USB4_STOCK_BIG_ITERS:-100}"

@@ -149,6 +149,15 @@ static uint32_t exec_op(struct dbl *d, struct dbl_qp *qp, const struct dbl_op *o
 		st = gather(d, op, buf, cap, &len);
 		if (st)
 			break;
+		/* The module's receiver takes a plain RDMA WRITE of 0 bytes for a
+		 * malformed header and answers an error ACK (the length travels in
+		 * imm_data and 0 is refused: hellas-main:kernel/ibdev.c:8147, every
+		 * tree); the sender completes it as WR_FLUSH_ERR and its QP goes to
+		 * ERR (:9016). */
+		if (op->opcode == USB4V_WR_RDMA_WRITE && len == 0) {
+			st = USB4V_WC_WR_FLUSH_ERR;
+			break;
+		}
 		struct dbl_mr *m = mr_by_rkey(d, op->rkey);
 		if (!in_mr(m, op->remote_addr, len) || !(m->access & ACC_REMOTE_WRITE)) {
 			st = USB4V_WC_REM_ACCESS_ERR;
@@ -614,6 +623,9 @@ static void dv_exec_wqe(struct dbl *d, struct dbl_qp *qp, const struct usb4v_usb
 		[USB4V_WC_RETRY_EXC_ERR] = USB4V_USB4_RDMA_DV_CQE_RETRY_EXC_ERR,
 		[USB4V_WC_RNR_RETRY_EXC_ERR] = USB4V_USB4_RDMA_DV_CQE_RETRY_EXC_ERR,
 		[USB4V_WC_GENERAL_ERR] = USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR,
+		/* The error ACK (-EIO) of a refused 0-byte write: DV's default
+		 * (pleite-gda:kernel/ibdev.c:9735 tbv_dv_status_from_errno). */
+		[USB4V_WC_WR_FLUSH_ERR] = USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR,
 	};
 	c->status = st < 32 ? to_dv[st] : USB4V_USB4_RDMA_DV_CQE_GENERAL_ERR;
 	c->byte_len = op.opcode == USB4V_WR_RDMA_READ || op.opcode >= USB4V_WR_ATOMIC_CMP_AND_SWP ? bl : 0;

@@ -1,0 +1,63 @@
+#!/bin/sh
+# tests/usb4/guest-nccl.sh: NCCL net_ib's pattern (tests/usb4/ncclpattern.c) on the usb4 bed,
+# in the guest (guest-smoke.sh runs it): sender on host 0's device and receiver on host 1's
+# and the reverse, 1 and 4 QPs, every size class, through our provider (result lines
+# usb4/<tree>/nccl/<case>), then, when the boot carries the module's own C provider
+# (/opt/usb4verbs/upstream/libusb4_rdma-rdmav34.so, tests/bench/upstream-provider.sh), through
+# it in the same boot. The C provider's lines are the baseline for docs/nccl-pattern.md, not
+# results of ours: they are printed as "cprovider| --- PASS/FAIL: usb4/<tree>/nccl/<case>",
+# which testsummary does not count. Settings (nccl.conf): NCCL_MSGS (500), NCCL_BIG_MSGS (per
+# 1 MiB case, NCCL_MSGS), NCCL_CASES (an ERE, all), NCCL_STALL_S (20), NCCL_CPROVIDER (1).
+# shellcheck disable=SC3043 # busybox ash has local
+tree=${USB4VERBS_BACKEND_TREE:?not in the usb4 mode}
+BIN=/opt/usb4verbs
+[ -x $BIN/ncclpattern ] || exit 0
+[ -r $BIN/nccl.conf ] && . $BIN/nccl.conf
+msgs=${NCCL_MSGS:-500}
+
+# The trees whose RECV_RDMA_WITH_IMM completion carries no byte_len (the ib_wc is built
+# without it): the byte_len case SKIPs there with this citation when every one is 0.
+case $tree in
+  hellas-main) known="hellas-main:kernel/ibdev.c:7357 and :8084 build the RECV_RDMA_WITH_IMM ib_wc without byte_len" ;;
+  hellas-gda-v2) known="hellas-gda-v2:kernel/ibdev.c:7567 and :8294 build the RECV_RDMA_WITH_IMM ib_wc without byte_len" ;;
+  pleite-gda) known="pleite-gda:kernel/ibdev.c:7770 and :8497 build the RECV_RDMA_WITH_IMM ib_wc without byte_len" ;;
+  pleite-main) known="pleite-main:kernel/ibdev.c:6537 and :7270 build the RECV_RDMA_WITH_IMM ib_wc without byte_len" ;;
+  *) known="" ;;
+esac
+
+# run LABEL LINE_PREFIX ENV...: one pass over the cases with the provider ENV selects, pinned
+# to one vCPU (one process drives both hosts' devices); the exit status is ncclpattern's.
+run() {
+  local label=$1 lp=$2 rc
+  shift 2
+  set -- env "$@" taskset 2 timeout "${NCCL_TIMEOUT:-1500}" $BIN/ncclpattern --msgs "$msgs" --big-msgs "${NCCL_BIG_MSGS:-$msgs}" --stall-s "${NCCL_STALL_S:-20}" \
+    --name-prefix "usb4/$tree/nccl/" --line-prefix "$lp"
+  [ -n "${NCCL_CASES:-}" ] && set -- "$@" --cases "$NCCL_CASES"
+  [ -n "$known" ] && set -- "$@" --byte-len-zero-known "$known"
+  rm -f /tmp/nccl.$label.rc
+  { "$@" "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" 2>&1; echo $? > /tmp/nccl.$label.rc; } |
+    tee /tmp/nccl.$label.out
+  rc=$(cat /tmp/nccl.$label.rc 2>/dev/null || echo 99)
+  echo "# nccl $label: ncclpattern exit $rc"
+  # What the module logged meanwhile (its per-QP error lines), when a case failed.
+  [ "$rc" = 0 ] || dmesg | tail -n 40 | sed "s/^/# nccl $label dmesg: /"
+  return "$rc"
+}
+
+run ours ""
+rc=$?
+# A timeout kill (124) or a crash leaves cases without a line: one FAIL says so.
+if [ $rc -ne 0 ] && ! grep -q '^--- FAIL' /tmp/nccl.ours.out; then
+  echo "--- FAIL: usb4/$tree/nccl/run (ncclpattern exit $rc)"
+fi
+
+UP=$BIN/upstream/libusb4_rdma
+if [ -f $UP-rdmav34.so ] && [ "${NCCL_CPROVIDER:-1}" != 0 ]; then
+  # Only the provider RDMAV_DRIVERS names may serve the devices: the bed's driver file
+  # (ours) goes away while the C provider runs (as tests/bench/guest-usb4.sh does).
+  drv=/etc/libibverbs.d/usb4_rdma.driver
+  [ -f $drv ] && mv $drv /tmp/usb4_rdma.driver.saved
+  run cprovider "cprovider| " RDMAV_DRIVERS=$UP
+  [ -f /tmp/usb4_rdma.driver.saved ] && mv /tmp/usb4_rdma.driver.saved $drv
+fi
+[ $rc -eq 0 ]

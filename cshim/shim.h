@@ -522,9 +522,9 @@ struct usb4_go_api {
 // same mask, so the runtime's own threads block those signals for good;
 // for the three the runtime unblocks on its threads whatever the mask
 // (SIGURG, SIGCHLD, SIGPROF) an application handler gets SA_ONSTACK
-// added, as the runtime does at load to the handlers it finds. A thread
-// whose earlier call never came back (it left Go by a longjmp) is refused:
-// USB4_GO gives ENOTRECOVERABLE, with one line.
+// added (checked at most every 10 ms), as the runtime does at load to the
+// handlers it finds. A thread whose earlier call never came back (it left
+// Go by a longjmp) is refused: USB4_GO gives ENOTRECOVERABLE, one line.
 // The caller's signal mask (a sigset_t; shim.h is also compiled without
 // the POSIX headers' feature macros).
 struct usb4_go_saved {

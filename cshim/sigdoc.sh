@@ -17,10 +17,11 @@ awk '
   function cell(s) { gsub(/\|/, "\\|", s); if (length(s) > 160) s = substr(s, 1, 157) "..."; return s }
   /^# sig-host: / || /^# sig: / { for (i = 3; i <= NF; i++) { split($i, kv, "="); meta[kv[1]] = kv[2] } }
   /^    cmd: / { s = $0; sub(/^    cmd: /, "", s); pending = s }
+  /^    note: (librxe|ours): / || /^    note: hazard / { s = $0; sub(/^    note: ((librxe|ours): *)?/, "", s); fig = s }
   /^outcome (librxe|ours) / {
     prov = $2; name = $3; sub(/:$/, "", name); s = $0; sub(/^outcome [^ ]+ [^ ]+: /, "", s)
     if (!(name in seen)) { seen[name] = 1; order[++n] = name; cmd[name] = pending }
-    got[prov, name] = s
+    got[prov, name] = s; figure[prov, name] = fig; fig = ""
   }
   /^--- (PASS|FAIL): sig\// {
     split($3, p, "/"); prov = p[2]; name = $3; sub(/^sig\/[^\/]+\//, "", name)
@@ -33,11 +34,12 @@ awk '
     printf "Run of %s: kernel %s, userland %s, %s, provider commit %s; rxe0/rxe1 through librxe and\n", d, meta["kernel"], meta["userland"], meta["qperf"], meta["commit"]
     printf "through us in one boot (`cshim/sigvm.sh`). A case of ours fails on any Go runtime fatal error\n"
     printf "in its output, on a hang, or when its outcome is not librxe'"'"'s.\n\n"
-    printf "| case | librxe | ours | same | command |\n|---|---|---|---|---|\n"
+    printf "| case | librxe | ours | same | figures (librxe; ours) | command |\n|---|---|---|---|---|---|\n"
     for (i = 1; i <= n; i++) {
       c = order[i]
       l = got["librxe", c]; o = got["ours", c]
-      printf "| `%s` | %s | %s | %s | `%s` |\n", c, cell(l), cell(o) ((("ours", c) in verdict) && verdict["ours", c] != "pass" ? " (**FAIL**)" : ""), (c in same) ? same[c] : "-", cell(cmd[c])
+      f = figure["librxe", c] "; " figure["ours", c]; if (f == "; ") f = ""
+      printf "| `%s` | %s | %s | %s | %s | `%s` |\n", c, cell(l), cell(o) ((("ours", c) in verdict) && verdict["ours", c] != "pass" ? " (**FAIL**)" : ""), (c in same) ? same[c] : "-", cell(f), cell(cmd[c])
     }
   }' "$out" > "$gen"
 awk -v b="$begin" -v e="$end" -v gen="$gen" '

@@ -12,14 +12,15 @@ want() { [ -z "$SIG_CASES" ] || echo "$1" | grep -Eq "$SIG_CASES"; }
 # fatal error or when the outcome differs from librxe's (kept in librxe.<case>).
 verdict() {
   prov=$1 c=$2 outcome=$3 secs=$4 f=$5
+  k=$(echo "$c" | tr '/' '_')
   echo "outcome $prov $c: $outcome"
   res=PASS note=
   if grep -Eq "$fatal" "$f"; then
     res=FAIL note="Go runtime fatal error: $(grep -Em1 "$fatal" "$f")"
-  elif [ "$prov" = ours ] && [ "$outcome" != "$(cat "librxe.$c" 2>/dev/null)" ]; then
-    res=FAIL note="librxe: $(cat "librxe.$c" 2>/dev/null)"
+  elif [ "$prov" = ours ] && [ "$outcome" != "$(cat "librxe.$k" 2>/dev/null)" ]; then
+    res=FAIL note="librxe: $(cat "librxe.$k" 2>/dev/null)"
   fi
-  [ "$prov" = librxe ] && echo "$outcome" > "librxe.$c"
+  [ "$prov" = librxe ] && echo "$outcome" > "librxe.$k"
   echo "--- $res: sig/$prov/$c (${secs}s)"
   [ -n "$note" ] && echo "    note: $note"
   if [ $res = FAIL ]; then
@@ -27,7 +28,7 @@ verdict() {
     tail -n 30 "$f" | sed 's/^/    | /'
   fi
   if [ "$prov" = ours ]; then
-    if [ "$outcome" = "$(cat "librxe.$c" 2>/dev/null)" ]; then s=PASS; else s=FAIL; fi
+    if [ "$outcome" = "$(cat "librxe.$k" 2>/dev/null)" ]; then s=PASS; else s=FAIL; fi
     echo "--- $s: sig/same/$c (0.00s)"
   fi
 }
@@ -55,11 +56,16 @@ qperf_case() {
   elif [ $crc -eq 124 ]; then
     outcome="timeout (hang)"
   else
-    outcome=$(grep -Ev '^ *$' cli.out | grep -Ev "$fatal" | head -n1)
+    # The first line that is not blank, a test name ("ud_bw:") or a warning.
+    # Whichever side failed first reports it; the client prefixes the server's
+    # report with "server: ".
+    outcome=$(grep -Ev '^ *$|^[a-z_]+:$|^warning: ' cli.out | grep -Ev "$fatal" | head -n1 | sed 's/^server: //')
     [ -n "$outcome" ] || outcome="exit $crc"
     [ $crc -ge 128 ] && outcome="killed by signal $((crc - 128))"
   fi
   echo "    cmd: qperf $USB4VERBS_IP0 -lp PORT -li $USB4VERBS_DEV1:1 -ri $USB4VERBS_DEV0:1 -t 2 $* quit"
+  fig=$(grep -E '(bw|latency|msg_rate) +=' cli.out | head -n1 | tr -s ' ')
+  [ -n "$fig" ] && echo "    note: $prov:$fig"
   verdict "$prov" "$c" "$outcome" $((t1 - t0)) case.out
 }
 
@@ -101,7 +107,7 @@ for tc in $QPERF; do
   for prov in librxe ours; do qperf_case $prov "$c" $a $t; done
 done
 
-for m in alrm:pinned alrm:free int-usr1:pinned qperf:pinned alarm-loop:pinned chld-prof:pinned jump:pinned; do
+for m in alrm:pinned alrm:free int-usr1:pinned qperf:pinned alarm-loop:pinned chld-prof:pinned jump:pinned cost:free; do
   mode=${m%%:*} pin=${m#*:}
   c=hazard/$mode${pin:+_$pin}
   want "$c" || continue

@@ -21,6 +21,7 @@
 //              the first open, sent to every thread
 //   jump       the int-usr1 storm while 2 more threads loop with a sigsetjmp
 //              armed and their handler siglongjmps out
+//   cost       no signals: the time of one ibv_query_port, averaged
 // The process may also be pinned to one CPU by the caller (taskset).
 // Prints "hazard MODE verbs <ok> verr <n> writes <n> werr <n> signals <n>"
 // and "outcome MODE: ok" when every verb and write succeeded, else
@@ -293,7 +294,7 @@ int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc != 4) {
-		fprintf(stderr, "usage: sighazard DEV GID_INDEX alrm|int-usr1|qperf|alarm-loop|chld-prof|jump\n");
+		fprintf(stderr, "usage: sighazard DEV GID_INDEX alrm|int-usr1|qperf|alarm-loop|chld-prof|jump|cost\n");
 		return 2;
 	}
 	const char *mode = argv[3];
@@ -314,6 +315,23 @@ int main(int argc, char **argv)
 	if (!e.ctx || ibv_query_gid(e.ctx, 1, e.gid_index, &e.gid)) {
 		printf("outcome %s: open/query_gid: %m\n", mode);
 		return 1;
+	}
+	if (strcmp(mode, "cost") == 0) {
+		// What one cheap control verb costs, no signals: ibv_query_port
+		// (one ioctl with librxe; with ours, a call into Go, which since
+		// issue 22 also blocks and restores the signal mask).
+		struct ibv_port_attr pa;
+		struct timespec t0, t1;
+		int err = 0;
+		enum { N = 20000 };
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int i = 0; i < N && !err; i++)
+			err = ibv_query_port(e.ctx, 1, &pa);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double ns = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / N;
+		printf("hazard cost query_port %.0f ns per call (%d calls)\n", ns, N);
+		printf("outcome cost: %s\n", err ? strerror(err) : "ok");
+		return err ? 1 : 0;
 	}
 	if (strcmp(mode, "alrm") == 0) {
 		install(SIGALRM);

@@ -1106,3 +1106,45 @@ func TestSignalStorm(t *testing.T) {
 		})
 	}
 }
+
+// TestLongjmpOutOfGoRefused (issue 22): a thread that left the Go part by a
+// siglongjmp (here: the application's SIGSEGV handler, to which Go forwards
+// a fault in C code it called) must not enter Go again: its next control
+// verb fails with ENOTRECOVERABLE and one line, and the process carries on
+// (another thread's open gives its usual result).
+func TestLongjmpOutOfGoRefused(t *testing.T) {
+	h := setupHost(t)
+	dir := t.TempDir()
+	build := filepath.Join(dir, "build")
+	if out, err := exec.Command("../scripts/build-provider.sh", build, "-tags", "usb4panictest").CombinedOutput(); err != nil {
+		t.Fatalf("build provider with the test hooks: %v\n%s", err, out)
+	}
+	shim, err := installAs(filepath.Join(build, "libusb4_rdma.so"), dir, "usb4_rdma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(h.dir, "signals-segv-jump")
+	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
+		t.Fatal(err)
+	}
+	sys := filepath.Join(t.TempDir(), "sys")
+	writeSysfs(t, sys, hostDevices)
+	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent",
+		"USB4VERBS_TEST_PANIC=open_context:cfault"}
+	r := runInNamespace(t, env, len(hostDevices), "timeout", "120", prog, "segv-jump")
+	out := r.stdout + r.stderr
+	if m := goFatal.FindString(out); m != "" || r.err != nil {
+		t.Fatalf("exit %v, Go fatal %q; output:\n%s", r.err, m, out)
+	}
+	// The first open faults inside Go and the handler jumps out of it; the
+	// second, on the same thread, is refused before it reaches Go.
+	for _, want := range []string{"open 0: jumped out\n", "open 1: errno ENOTRECOVERABLE\n", "other thread open: errno ENODEV\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("no %q in:\n%s", want, r.stdout)
+		}
+	}
+	line := "libusb4_rdma: OpenContext: refused (ENOTRECOVERABLE): an earlier call of this thread into the Go part never returned"
+	if c := strings.Count(r.stderr, line); c != 1 {
+		t.Errorf("%d refusal lines, want 1; stderr:\n%s", c, r.stderr)
+	}
+}

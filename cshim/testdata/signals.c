@@ -14,6 +14,11 @@
 //                          and prints "segv handled" from its handler
 //   signals urg            installs a SIGURG handler, loads, raises SIGURG
 //                          on this (non-Go) thread, prints "urg <count>"
+//   signals segv-jump      issue 22: the first open of ours faults in C under
+//                          Go (test hook), the application's SIGSEGV
+//                          handler siglongjmps out over the Go frames; a
+//                          second open on that thread, then one on another
+//                          thread: "open <k>: <result>", "other thread open:"
 //   signals storm WHEN SIGS...
 //                          issue 22: handlers without SA_ONSTACK (as qperf's
 //                          and old Pythons' are) for SIGS (ALRM, URG, PIPE,
@@ -346,6 +351,17 @@ static int storm(int argc, char **argv, bool jump)
 	return 0;
 }
 
+static void *other_thread_open(void *arg)
+{
+	char got[48];
+	if (sigsetjmp(segv_jump, 1) == 0) {
+		open_result(arg, got, sizeof(got));
+		printf("other thread open: %s\n", got);
+	} else
+		printf("other thread open: jumped out\n");
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	char after[128];
@@ -383,10 +399,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(mode, "segv-after") == 0) {
-		struct ibv_device **list = load_go_part(&n);
+		// The handler first: the first open of ours is the one that
+		// faults (Go's runtime, loaded by it, forwards to this handler).
 		struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGSEGV, &sa, NULL);
+		struct ibv_device **list = ibv_get_device_list(&n);
 		// One more call into the Go part, with the application's handler in place.
 		for (int i = 0; i < n; i++) {
 			struct ibv_context *ctx = ibv_open_device(list[i]);
@@ -412,6 +430,38 @@ int main(int argc, char **argv)
 		disposition(SIGURG, after, sizeof(after));
 		raise(SIGURG);
 		printf("urg after %d disposition %s\n", (int)urg_count, after);
+		return 0;
+	}
+	if (strcmp(mode, "segv-jump") == 0) {
+		// With the Go part built with -tags usb4panictest and
+		// USB4VERBS_TEST_PANIC=open_context:cfault, every open of ours
+		// faults in C called from Go; Go forwards the SIGSEGV to this
+		// handler, which siglongjmps out, over the Go frames.
+		// The handler first: the first open of ours is the one that
+		// faults (Go's runtime, loaded by it, forwards to this handler).
+		struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGSEGV, &sa, NULL);
+		struct ibv_device **list = ibv_get_device_list(&n);
+		struct ibv_device *dev = NULL;
+		for (int i = 0; i < n && !dev; i++)
+			if (ours(list[i]))
+				dev = list[i];
+		if (!dev) {
+			printf("no device of ours\n");
+			return 1;
+		}
+		for (int k = 0; k < 2; k++) {
+			if (sigsetjmp(segv_jump, 1) == 0) {
+				char got[48];
+				open_result(dev, got, sizeof(got));
+				printf("open %d: %s\n", k, got);
+			} else
+				printf("open %d: jumped out\n", k);
+		}
+		pthread_t t;
+		pthread_create(&t, NULL, other_thread_open, dev);
+		pthread_join(t, NULL);
 		return 0;
 	}
 	if (strcmp(mode, "storm") == 0)

@@ -13,7 +13,8 @@
 # Each case prints `--- PASS|FAIL: sig/<provider>/<case>` (ours fails on any Go
 # runtime fatal error in its output, on a hang, or when its outcome differs from
 # librxe's) and `--- PASS|FAIL: sig/same/<case>`. The lines go to build/sig/vm.out,
-# from which cshim/sigdoc.sh writes docs/signals.md's table.
+# from which cshim/sigdoc.sh writes docs/signals.md's table. SIG_CASES (a grep -E
+# pattern on the case names, e.g. 'qperf/rc_rdma_read_bw') runs a subset.
 set -euo pipefail
 
 log() { printf '[cshim-sigvm] %s\n' "$*" >&2; }
@@ -29,7 +30,7 @@ main() {
   vm_prepare cshim-sigvm sighazard
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/sighazard" "$repo/cshim/testdata/sighazard.c" -libverbs -lpthread
   install -m755 "$repo/cshim/testdata/sigguest.sh" "$work/sigguest.sh"
-  sed -i "s|@PROVDIR@|$provdir|" "$work/sigguest.sh"
+  sed -i "s|@PROVDIR@|$provdir|; s~@SIG_CASES@~${SIG_CASES:-}~" "$work/sigguest.sh"
 
   mkdir -p "$repo/build/sig"
   printf '# sig-host: commit=%s date=%s\n' "$(git -C "$repo" describe --always --dirty)" "$(date -u +%Y-%m-%d_%H:%M_UTC)" \

@@ -6,6 +6,7 @@ rc=0
 port=18600
 echo "# sig: kernel=$USB4VERBS_KERNEL userland=$USB4VERBS_USERLAND qperf=$(qperf --version 2>&1 | head -n1 | tr ' ' '_')"
 
+SIG_CASES=${SIG_CASES:-@SIG_CASES@}
 want() { [ -z "$SIG_CASES" ] || echo "$1" | grep -Eq "$SIG_CASES"; }
 
 # verdict PROV CASE OUTCOME SECONDS OUTFILE: prints the case's lines; ours fails on a Go
@@ -51,7 +52,9 @@ qperf_case() {
   kill $spid 2>/dev/null; wait $spid 2>/dev/null
   t1=$(date +%s)
   { echo "client (exit $crc):"; cat cli.out; echo "server:"; cat srv.out; } > case.out
-  if [ $crc -eq 0 ] && grep -Eq '(bw|latency|msg_rate) +=' cli.out; then
+  if [ $crc -eq 0 ] && grep -Eq '(bw|msg_rate) += +0 ' cli.out; then
+    outcome="ran, result 0"
+  elif [ $crc -eq 0 ] && grep -Eq '(bw|latency|msg_rate) +=' cli.out; then
     outcome=ok
   elif [ $crc -eq 124 ]; then
     outcome="timeout (hang)"
@@ -59,7 +62,7 @@ qperf_case() {
     # The first line that is not blank, a test name ("ud_bw:") or a warning.
     # Whichever side failed first reports it; the client prefixes the server's
     # report with "server: ".
-    outcome=$(grep -Ev '^ *$|^[a-z_]+:$|^warning: ' cli.out | grep -Ev "$fatal" | head -n1 | sed 's/^server: //')
+    outcome=$(grep -Ev '^ *$|^[a-z_]+: *$|^warning: ' cli.out | grep -Ev "$fatal" | head -n1 | sed 's/^server: //')
     [ -n "$outcome" ] || outcome="exit $crc"
     [ $crc -ge 128 ] && outcome="killed by signal $((crc - 128))"
   fi
@@ -95,6 +98,8 @@ for t in rc_bi_bw rc_bw rc_lat rc_rdma_read_lat rc_rdma_write_bw rc_rdma_write_l
          ver_rc_compare_swap ver_rc_fetch_add; do
   QPERF="$QPERF $t:-cm1"
 done
+# rc_rdma_read_bw again with CQ polling instead of completion events, verbose.
+QPERF="$QPERF rc_rdma_read_bw:-cm1_-cp1_-v"
 for t in rc_bw rc_lat rc_rdma_write_poll_lat uc_bi_bw uc_bw uc_lat uc_rdma_write_bw uc_rdma_write_poll_lat \
          ud_bi_bw ud_lat; do
   QPERF="$QPERF $t:"
@@ -103,6 +108,7 @@ done
 for tc in $QPERF; do
   t=${tc%%:*} a=${tc#*:}
   c=qperf/$t${a:+_$a}
+  a=$(echo "$a" | tr '_' ' ')
   want "$c" || continue
   for prov in librxe ours; do qperf_case $prov "$c" $a $t; done
 done

@@ -65,7 +65,7 @@ static void usb4_free_context(void *ibv_ctx)
 	// In a fork() child the Go side is unreachable: release only our C
 	// memory and libibverbs' part (the fds are the child's copies).
 	if (uc->go_handle && !usb4_in_fork_child("close_device"))
-		usb4_go()->CloseContext(uc->go_handle);
+		USB4_GO_VOID(CloseContext, uc->go_handle);
 	for (struct usb4_shell *s = uc->quarantine_head, *next; s; s = next) {
 		next = s->next;
 		usb4_shell_free(s);
@@ -156,7 +156,7 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 		errno = EPROTO;
 		return NULL;
 	}
-	err = usb4_go()->OpenContext((char *)name, cmd_fd, (int)kind, driver_id, usb4_device_node_guid(ibdev), &info);
+	err = USB4_GO(OpenContext, (char *)name, cmd_fd, (int)kind, driver_id, usb4_device_node_guid(ibdev), &info);
 	if (err) {
 		fprintf(stderr, USB4_LOG_PREFIX "%s: open context: %s\n", name, strerror(err));
 		abi->uninit_context(vctx); // closes cmd_fd and any async fd

@@ -55,7 +55,7 @@ enum { PREWARM_THREADS = 2 };
 static void *warm(void *arg)
 {
 	(void)arg;
-	usb4_go()->Warm();
+	USB4_GO_VOID(Warm);
 	return NULL;
 }
 

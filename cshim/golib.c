@@ -86,6 +86,11 @@ __attribute__((format(printf, 2, 3))) static void fail(int err, const char *fmt,
 // forwards SIGURG (its preemption signal) at all, so an application's
 // SIGURG handler went dead. So a SIGPIPE or SIGURG disposition the
 // application set (anything but SIG_DFL) is put back right after the load.
+// Go's runtime adds SA_ONSTACK to every handler it finds and does not
+// take; the two put back get it too, or Go's preemption signals (SIGURG,
+// sent to any of its threads while it runs a goroutine) would run the
+// application's handler on a small goroutine stack: issue 22, qperf's
+// sig_urg (installed with SA_SIGINFO only) aborted qperf that way.
 // What that costs Go: with SIGURG not its own it loses asynchronous
 // preemption (goroutines yield at function calls, as with
 // GODEBUG=asyncpreemptoff=1), which the Go part's short control calls never
@@ -106,12 +111,19 @@ static bool set_by_application(const struct sigaction *sa)
 	return (sa->sa_flags & SA_SIGINFO) || sa->sa_handler != SIG_DFL;
 }
 
+static void put_back(int sig, struct sigaction sa)
+{
+	if ((sa.sa_flags & SA_SIGINFO) || (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN))
+		sa.sa_flags |= SA_ONSTACK;
+	sigaction(sig, &sa, NULL);
+}
+
 static void restore_signals(const struct kept_signals *k)
 {
 	if (set_by_application(&k->pipe))
-		sigaction(SIGPIPE, &k->pipe, NULL);
+		put_back(SIGPIPE, k->pipe);
 	if (set_by_application(&k->urg))
-		sigaction(SIGURG, &k->urg, NULL);
+		put_back(SIGURG, k->urg);
 }
 
 static void load(void)
@@ -166,7 +178,7 @@ static void load(void)
 		memcpy((char *)&go_api + go_entries[i].off, &sym, sizeof(sym));
 	}
 	struct usb4_go_config cfg = {.force_kernel_commands = usb4_abi_get()->force_kernel_commands};
-	if (go_api.Start(USB4_GO_API_VERSION, &cfg) != 0) {
+	if (USB4_GO(Start, USB4_GO_API_VERSION, &cfg) != 0) {
 		fail(ELIBBAD, "%s is from another usb4verbs build (entry points differ); reinstall usb4verbs", path);
 		return;
 	}
@@ -175,7 +187,13 @@ static void load(void)
 
 int usb4_go_load(const char *dev)
 {
+	// The runtime's threads keep the mask of the thread that loads it
+	// (gogate.c): no asynchronous signal reaches Go code on them. Blocked
+	// for the whole once, so no handler can longjmp out of it either.
+	struct usb4_go_saved saved;
+	usb4_go_block_signals(&saved);
 	pthread_once(&load_once, load);
+	usb4_go_restore_signals(&saved);
 	if (load_err)
 		fprintf(stderr, USB4_LOG_PREFIX "%s: cannot open: Go part: %s\n", dev, load_msg);
 	return load_err;

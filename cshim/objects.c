@@ -248,7 +248,7 @@ struct usb4_cq *usb4_cq_create(void *ibv_ctx, int cqe, void *channel, int comp_v
 		memcpy(&chfd, (char *)channel + IBV_COMP_CHANNEL_FD, sizeof(chfd));
 	struct usb4_obj_info info = {0};
 	// user_handle = the ibv_cq: ibv_get_cq_event casts it back.
-	int err = usb4_go()->CreateCQ(usb4_ctx_handle(ibv_ctx), cqe, chfd, comp_vector, (uint64_t)(uintptr_t)cq, &info);
+	int err = USB4_GO(CreateCQ, usb4_ctx_handle(ibv_ctx), cqe, chfd, comp_vector, (uint64_t)(uintptr_t)cq, &info);
 	if (err) {
 		free(cq);
 		return fail_null(err);
@@ -273,7 +273,7 @@ static int usb4_destroy_cq(void *ibv_cq)
 	if (usb4_in_fork_child("destroy_cq"))
 		return usb4_errno(ENOSYS);
 	struct usb4_event_counts ev = {0};
-	int err = usb4_go()->DestroyCQ(cq->go, &ev);
+	int err = USB4_GO(DestroyCQ, cq->go, &ev);
 	enum destroy_outcome out = destroy_outcome(err);
 	if (out == DESTROY_FAILED)
 		return usb4_errno(err);
@@ -339,7 +339,7 @@ static void *usb4_create_qp(void *ibv_pd, void *init)
 		.cap = ia->cap,
 	};
 	struct usb4_obj_info info = {0};
-	int err = usb4_go()->CreateQP(pd->go, &req, &info);
+	int err = USB4_GO(CreateQP, pd->go, &req, &info);
 	if (err) {
 		free(qp);
 		return fail_null(err);
@@ -373,7 +373,7 @@ static int usb4_modify_qp(void *ibv_qp, void *attr, int mask)
 		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child("modify_qp"))
 		return usb4_errno(ENOSYS);
-	int err = usb4_go()->ModifyQP(qp->go, attr, mask);
+	int err = USB4_GO(ModifyQP, qp->go, attr, mask);
 	if (err)
 		return usb4_errno(err);
 	// Core updates qp->state; the engine keeps its own copy (no receives in
@@ -393,7 +393,7 @@ static int usb4_query_qp(void *ibv_qp, void *attr, int mask, void *init)
 		return usb4_errno(ENOSYS);
 	struct usb4_ibv_qp_cap cap = {0};
 	int32_t sig_all = 0;
-	int err = usb4_go()->QueryQP(qp->go, mask, attr, &cap, &sig_all);
+	int err = USB4_GO(QueryQP, qp->go, mask, attr, &cap, &sig_all);
 	if (err)
 		return usb4_errno(err);
 	memset(ia, 0, sizeof(*ia));
@@ -413,7 +413,7 @@ static int usb4_destroy_qp(void *ibv_qp)
 	if (usb4_in_fork_child("destroy_qp"))
 		return usb4_errno(ENOSYS);
 	struct usb4_event_counts ev = {0};
-	int err = usb4_go()->DestroyQP(qp->go, &ev);
+	int err = USB4_GO(DestroyQP, qp->go, &ev);
 	enum destroy_outcome out = destroy_outcome(err);
 	if (out == DESTROY_FAILED)
 		return usb4_errno(err);
@@ -476,7 +476,7 @@ static void *usb4_create_srq(void *ibv_pd, void *init)
 		return fail_null(ENOMEM);
 	struct usb4_ibv_srq_attr *attr = (struct usb4_ibv_srq_attr *)((char *)init + sizeof(void *));
 	struct usb4_obj_info info = {0};
-	int err = usb4_go()->CreateSRQ(pd->go, (uint64_t)(uintptr_t)srq, attr, &info);
+	int err = USB4_GO(CreateSRQ, pd->go, (uint64_t)(uintptr_t)srq, attr, &info);
 	if (err) {
 		free(srq);
 		return fail_null(err);
@@ -498,7 +498,7 @@ static int usb4_modify_srq(void *ibv_srq, void *attr, int mask)
 		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child("modify_srq"))
 		return usb4_errno(ENOSYS);
-	return usb4_errno(usb4_go()->ModifySRQ(((struct usb4_srq *)ibv_srq)->go, attr, mask));
+	return usb4_errno(USB4_GO(ModifySRQ, ((struct usb4_srq *)ibv_srq)->go, attr, mask));
 }
 
 static int usb4_query_srq(void *ibv_srq, void *attr)
@@ -507,7 +507,7 @@ static int usb4_query_srq(void *ibv_srq, void *attr)
 		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child("query_srq"))
 		return usb4_errno(ENOSYS);
-	return usb4_errno(usb4_go()->QuerySRQ(((struct usb4_srq *)ibv_srq)->go, attr));
+	return usb4_errno(USB4_GO(QuerySRQ, ((struct usb4_srq *)ibv_srq)->go, attr));
 }
 
 static int usb4_destroy_srq(void *ibv_srq)
@@ -516,7 +516,7 @@ static int usb4_destroy_srq(void *ibv_srq)
 	if (usb4_in_fork_child("destroy_srq"))
 		return usb4_errno(ENOSYS);
 	struct usb4_event_counts ev = {0};
-	int err = usb4_go()->DestroySRQ(srq->go, &ev);
+	int err = USB4_GO(DestroySRQ, srq->go, &ev);
 	enum destroy_outcome out = destroy_outcome(err);
 	if (out == DESTROY_FAILED)
 		return usb4_errno(err);
@@ -551,7 +551,7 @@ static void *usb4_create_ah(void *ibv_pd, void *attr)
 	if (!ah)
 		return fail_null(ENOMEM);
 	struct usb4_obj_info info = {0};
-	int err = usb4_go()->CreateAH(pd->go, attr, &info);
+	int err = USB4_GO(CreateAH, pd->go, attr, &info);
 	if (err) {
 		free(ah);
 		return fail_null(err);
@@ -568,7 +568,7 @@ static int usb4_destroy_ah(void *ibv_ah)
 	struct usb4_ah *ah = ibv_ah;
 	if (usb4_in_fork_child("destroy_ah"))
 		return usb4_errno(ENOSYS);
-	int err = usb4_go()->DestroyAH(ah->go);
+	int err = USB4_GO(DestroyAH, ah->go);
 	if (err)
 		return usb4_errno(err);
 	free(ah);

@@ -319,7 +319,7 @@ static int has_atomic_write(void *ibv_ctx)
 {
 	struct usb4_device_attr attr;
 	struct usb4_device_attr_ext ex = { 0 };
-	if (usb4_go()->QueryDevice(usb4_ctx_handle(ibv_ctx), &attr, &ex) != 0)
+	if (USB4_GO(QueryDevice, usb4_ctx_handle(ibv_ctx), &attr, &ex) != 0)
 		return 0;
 	return (ex.cap_flags_ex >> IB_UVERBS_DEVICE_ATOMIC_WRITE_BIT) & 1;
 }
@@ -420,7 +420,7 @@ static void *usb4_alloc_mw(void *ibv_pd, int type)
 	if (!mw)
 		return fail_null(ENOMEM);
 	uint32_t handle = 0, rkey = 0;
-	int err = usb4_go()->AllocMW(pd->go, (uint32_t)type, &mw->go, &handle, &rkey);
+	int err = USB4_GO(AllocMW, pd->go, (uint32_t)type, &mw->go, &handle, &rkey);
 	if (err) {
 		free(mw);
 		return fail_null(err);
@@ -440,7 +440,7 @@ static int usb4_dealloc_mw(void *ibv_mw)
 	struct usb4_mw *mw = ibv_mw;
 	if (usb4_in_fork_child("dealloc_mw"))
 		return usb4_errno(ENOSYS);
-	int err = usb4_go()->DeallocMW(mw->go);
+	int err = USB4_GO(DeallocMW, mw->go);
 	if (err)
 		return usb4_errno(err);
 	free(mw);

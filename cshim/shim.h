@@ -510,6 +510,51 @@ struct usb4_go_api {
 	USB4_GO_ENTRIES(USB4_GO_MEMBER)
 };
 
+// gogate.c: every call from the front into the Go part goes through
+// USB4_GO (int entries) or USB4_GO_VOID (issue 22). The Go part runs on
+// small goroutine stacks; an application signal handler installed without
+// SA_ONSTACK (qperf's, old Pythons') that runs there overflows them, and a
+// siglongjmp out of a handler that runs there jumps over Go frames. So
+// usb4_go_enter blocks every asynchronous signal on the calling thread
+// (all but SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) and
+// usb4_go_leave restores the caller's mask: a signal that arrives
+// meanwhile is delivered on return, in C. The Go part was loaded under the
+// same mask, so the runtime's own threads block those signals for good;
+// for the three the runtime unblocks on its threads whatever the mask
+// (SIGURG, SIGCHLD, SIGPROF) an application handler gets SA_ONSTACK
+// added (checked at most every 10 ms), as the runtime does at load to the
+// handlers it finds. A thread whose earlier call never came back (it left
+// Go by a longjmp) is refused: USB4_GO gives ENOTRECOVERABLE, one line.
+// The caller's signal mask (a sigset_t; shim.h is also compiled without
+// the POSIX headers' feature macros).
+struct usb4_go_saved {
+	_Alignas(8) unsigned char sigset[128];
+};
+int usb4_go_enter(struct usb4_go_saved *saved, const char *entry);
+void usb4_go_leave(const struct usb4_go_saved *saved);
+// Blocks what usb4_go_enter blocks, without the other checks (golib.c: the
+// load of the Go part runs under it); usb4_go_restore_signals undoes it.
+void usb4_go_block_signals(struct usb4_go_saved *saved);
+void usb4_go_restore_signals(const struct usb4_go_saved *saved);
+#define USB4_GO(member, ...)                                                                                 \
+	__extension__({                                                                                      \
+		struct usb4_go_saved usb4_go_saved_;                                                                     \
+		int usb4_go_err_ = usb4_go_enter(&usb4_go_saved_, #member);                                  \
+		if (!usb4_go_err_) {                                                                         \
+			usb4_go_err_ = usb4_go()->member(__VA_ARGS__);                                       \
+			usb4_go_leave(&usb4_go_saved_);                                                      \
+		}                                                                                            \
+		usb4_go_err_;                                                                                \
+	})
+#define USB4_GO_VOID(member, ...)                                                                            \
+	do {                                                                                                 \
+		struct usb4_go_saved usb4_go_saved_;                                                                     \
+		if (!usb4_go_enter(&usb4_go_saved_, #member)) {                                              \
+			usb4_go()->member(__VA_ARGS__);                                                      \
+			usb4_go_leave(&usb4_go_saved_);                                                      \
+		}                                                                                            \
+	} while (0)
+
 // golib.c: the Go part, libusb4_rdma-go.so in the directory of the front
 // library's own file (symlinks resolved).
 #define USB4_GO_PART_NAME "libusb4_rdma-go.so"

@@ -1028,3 +1028,123 @@ func TestSignalsAfterGoPartLoad(t *testing.T) {
 		}
 	})
 }
+
+// goFatal matches what the Go runtime prints when it aborts the process.
+var goFatal = regexp.MustCompile(`(?m)^(fatal error: |runtime: |SIGABRT|unexpected return pc|signal arrived during cgo execution)`)
+
+// TestSignalStorm (issue 22): application signal handlers without
+// SA_ONSTACK (qperf's, installed before the first open; old Pythons',
+// installed after it) firing every 100 us at every thread while four
+// threads open our devices (each open enters the Go part). No Go fatal
+// error, no hang, and every open gives the result it gave before the
+// storm. Before the fix the handlers ran on the Go part's small goroutine
+// stacks and the process died ("fatal error: unknown caller pc",
+// "unexpected return pc", SIGSEGV in the runtime) or hung.
+func TestSignalStorm(t *testing.T) {
+	h := setupHost(t)
+	prog := filepath.Join(h.dir, "signals-storm")
+	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		// qperf: SIGALRM, SIGPIPE, SIGQUIT and SIGURG set at start, before the load.
+		{"quiet (control)", []string{"storm", "quiet"}},
+		{"qperf-like before load", []string{"storm", "before", "ALRM", "URG", "PIPE"}},
+		// Python < 3.10's signal module, a test harness: installed after the first open.
+		{"after load", []string{"storm", "after", "ALRM", "USR1", "INT"}},
+		// The three the runtime never lets its threads block.
+		{"URG CHLD PROF after load", []string{"storm", "after", "URG", "CHLD", "PROF"}},
+		{"siglongjmp out of handlers", []string{"jump"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sys := filepath.Join(t.TempDir(), "sys")
+			writeSysfs(t, sys, hostDevices)
+			env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + h.shim, "USB4VERBS_CONF=/nonexistent"}
+			r := runInNamespace(t, env, len(hostDevices), append([]string{"timeout", "300", prog}, tc.args...)...)
+			out := r.stdout + r.stderr
+			if m := goFatal.FindString(out); m != "" || r.err != nil {
+				tail := out
+				if len(tail) > 4000 {
+					tail = tail[:4000]
+				}
+				t.Fatalf("%v: exit %v, Go fatal %q; output:\n%s", tc.args, r.err, m, tail)
+			}
+			t.Logf("%s", r.stdout)
+			if tc.name == "URG CHLD PROF after load" {
+				// The runtime unblocks these on its threads whatever the
+				// mask: the provider gives the handlers SA_ONSTACK, once
+				// logged each.
+				for _, sig := range []string{"SIGURG", "SIGCHLD", "SIGPROF"} {
+					line := "libusb4_rdma: the application's " + sig + " handler has no SA_ONSTACK, which the Go part's threads need; added it"
+					if c := strings.Count(r.stderr, line); c != 1 {
+						t.Errorf("%d lines %q, want 1", c, line)
+					}
+				}
+			}
+			if tc.args[0] == "jump" {
+				m := regexp.MustCompile(`jump jumped (\d+)\n`).FindStringSubmatch(r.stdout)
+				if m == nil || m[1] == "0" {
+					t.Errorf("no siglongjmp happened (the test proves nothing):\n%s", r.stdout)
+				}
+			}
+			m := regexp.MustCompile(`storm devices (\d+) opens (\d+) same (\d+) differ (\d+) signals (\d+)\n`).FindStringSubmatch(r.stdout)
+			if m == nil {
+				t.Fatalf("no result line:\n%s", r.stdout)
+			}
+			if m[4] != "0" {
+				t.Errorf("%s opens gave another result than before the storm", m[4])
+			}
+			if n, _ := strconv.Atoi(m[1]); m[2] != strconv.Itoa(4*300*n) || n == 0 {
+				t.Errorf("%s opens of %s devices, want 4 threads * 300 * every device", m[2], m[1])
+			}
+			if m[5] == "0" && (tc.args[0] == "jump" || tc.args[1] != "quiet") {
+				t.Errorf("no signal handled: the test proves nothing")
+			}
+		})
+	}
+}
+
+// TestLongjmpOutOfGoRefused (issue 22): a thread that left the Go part by a
+// siglongjmp (here: the application's SIGSEGV handler, to which Go forwards
+// a fault in C code it called) must not enter Go again: its next control
+// verb fails with ENOTRECOVERABLE and one line, and the process carries on
+// (another thread's open gives its usual result).
+func TestLongjmpOutOfGoRefused(t *testing.T) {
+	h := setupHost(t)
+	dir := t.TempDir()
+	build := filepath.Join(dir, "build")
+	if out, err := exec.Command("../scripts/build-provider.sh", build, "-tags", "usb4panictest").CombinedOutput(); err != nil {
+		t.Fatalf("build provider with the test hooks: %v\n%s", err, out)
+	}
+	shim, err := installAs(filepath.Join(build, "libusb4_rdma.so"), dir, "usb4_rdma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(h.dir, "signals-segv-jump")
+	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
+		t.Fatal(err)
+	}
+	sys := filepath.Join(t.TempDir(), "sys")
+	writeSysfs(t, sys, hostDevices)
+	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent",
+		"USB4VERBS_TEST_PANIC=open_context:cfault"}
+	r := runInNamespace(t, env, len(hostDevices), "timeout", "120", prog, "segv-jump")
+	out := r.stdout + r.stderr
+	if m := goFatal.FindString(out); m != "" || r.err != nil {
+		t.Fatalf("exit %v, Go fatal %q; output:\n%s", r.err, m, out)
+	}
+	// The first open faults inside Go and the handler jumps out of it; the
+	// second, on the same thread, is refused before it reaches Go.
+	for _, want := range []string{"open 0: jumped out\n", "open 1: errno ENOTRECOVERABLE\n", "other thread open: errno ENODEV\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("no %q in:\n%s", want, r.stdout)
+		}
+	}
+	line := "libusb4_rdma: OpenContext: refused (ENOTRECOVERABLE): an earlier call of this thread into the Go part never returned"
+	if c := strings.Count(r.stderr, line); c != 1 {
+		t.Errorf("%d refusal lines, want 1; stderr:\n%s", c, r.stderr)
+	}
+}

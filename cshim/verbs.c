@@ -86,7 +86,7 @@ static int usb4_query_device_ex(void *ibv_ctx, const void *input, void *attr, si
 		return usb4_errno(ENOSYS);
 	memset(&a, 0, sizeof(a));
 	memset(&x, 0, sizeof(x));
-	int err = usb4_go()->QueryDevice(usb4_ctx_handle(ibv_ctx), &a, &x);
+	int err = USB4_GO(QueryDevice, usb4_ctx_handle(ibv_ctx), &a, &x);
 	if (err)
 		return usb4_errno(err);
 	memset(attr, 0, attr_size);
@@ -126,7 +126,7 @@ static int usb4_query_port(void *ibv_ctx, uint8_t port, void *attr)
 	if (usb4_in_fork_child("query_port"))
 		return usb4_errno(ENOSYS);
 	memset(&a, 0, sizeof(a));
-	int err = usb4_go()->QueryPort(usb4_ctx_handle(ibv_ctx), port, &a);
+	int err = USB4_GO(QueryPort, usb4_ctx_handle(ibv_ctx), port, &a);
 	if (err)
 		return usb4_errno(err);
 	memcpy(attr, &a, n < sizeof(a) ? n : sizeof(a));
@@ -145,7 +145,7 @@ static void *usb4_alloc_pd(void *ibv_ctx)
 		errno = ENOMEM;
 		return NULL;
 	}
-	int err = usb4_go()->AllocPD(usb4_ctx_handle(ibv_ctx), &pd->go, &handle);
+	int err = USB4_GO(AllocPD, usb4_ctx_handle(ibv_ctx), &pd->go, &handle);
 	if (err) {
 		free(pd);
 		errno = err;
@@ -161,7 +161,7 @@ static int usb4_dealloc_pd(void *ibv_pd)
 	struct usb4_pd *pd = ibv_pd;
 	if (usb4_in_fork_child("dealloc_pd"))
 		return usb4_errno(ENOSYS);
-	int err = usb4_go()->DeallocPD(pd->go);
+	int err = USB4_GO(DeallocPD, pd->go);
 	if (err)
 		return usb4_errno(err);
 	free(pd);
@@ -183,7 +183,7 @@ static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_v
 		errno = ENOMEM;
 		return NULL;
 	}
-	int err = usb4_go()->RegMR(pd->go, (uintptr_t)addr, length, hca_va, (uint32_t)access, &mr->go, &handle, &lkey, &rkey);
+	int err = USB4_GO(RegMR, pd->go, (uintptr_t)addr, length, hca_va, (uint32_t)access, &mr->go, &handle, &lkey, &rkey);
 	if (err) {
 		free(mr);
 		errno = err;
@@ -203,7 +203,7 @@ static int usb4_dereg_mr(void *verbs_mr)
 	struct usb4_mr *mr = verbs_mr;
 	if (usb4_in_fork_child("dereg_mr"))
 		return usb4_errno(ENOSYS);
-	int err = usb4_go()->DeregMR(mr->go);
+	int err = USB4_GO(DeregMR, mr->go);
 	if (err)
 		return usb4_errno(err);
 	free(mr);

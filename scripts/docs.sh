@@ -6,7 +6,8 @@
 # docs/reliability.md from build/reliability/ours.out (plus the committed control run),
 # the CQ/SRQ/device table of docs/extended-verbs.md from build/cqex/vm.out (cshim/lazyvm.sh),
 # and its QP/MW tables of docs/extended-verbs.md from the qpex runs (build/qpex,
-# build/usb4/stock; scripts/extended-verbs-doc.sh).
+# build/usb4/stock; scripts/extended-verbs-doc.sh), and docs/signals.md's table from
+# build/sig/vm.out (cshim/sigvm.sh).
 # A doc with no run output to take from is left as it is. `make test` never writes
 # these; the benchmarks have their own target (make bench-docs).
 set -euo pipefail
@@ -36,6 +37,11 @@ if [[ -s build/cqex/vm.out ]]; then
   cshim/cqexdoc.sh "$PWD/build/cqex/vm.out" "$PWD/docs/extended-verbs.md"
 else
   log "no cshim/lazyvm.sh run under build/cqex: the CQ tables of docs/extended-verbs.md kept"
+fi
+if [[ -s build/sig/vm.out ]]; then
+  cshim/sigdoc.sh "$PWD/build/sig/vm.out" "$PWD/docs/signals.md"
+else
+  log "no cshim/sigvm.sh run under build/sig: docs/signals.md kept"
 fi
 scripts/extended-verbs-doc.sh docs/extended-verbs.md
 git status --short -- docs >&2

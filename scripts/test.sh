@@ -65,6 +65,9 @@ if [[ ${SKIP_VM:-0} != 1 ]]; then
   stage "pay nothing unless used: a librxe-only process, a prefork server (VM)"
   cshim/lazyvm.sh 2>&1 | tee "$LOGS/cshim-lazyvm.log" | grep -E '^---'
 
+  stage "host signals and qperf: handlers without SA_ONSTACK, alarm loops, siglongjmp, qperf rc/uc/ud, ours vs librxe (VM)"
+  cshim/sigvm.sh 2>&1 | tee "$LOGS/cshim-sigvm.log" | grep -E '^---'
+
   stage "reliability suite: bad input, churn, concurrency + sanitizers, fork, faults (VM)"
   tests/reliability/run.sh 2>&1 | tee "$LOGS/reliability.log" | grep -E '^(---|\s+--- FAIL|\[rel\])'
 

@@ -2,6 +2,14 @@
 
 package main
 
+/*
+// usb4_test_fault faults in C code called from Go, as a bug in a C library
+// the Go part calls would: Go forwards that SIGSEGV to the application's
+// handler (go:src/runtime/signal_unix.go sigfwdgo).
+static void usb4_test_fault(int v) { *(volatile int *)0 = v; }
+*/
+import "C"
+
 import (
 	"os"
 	"sync/atomic"
@@ -12,11 +20,18 @@ import (
 // Only in a Go part built with -tags usb4panictest (cshim's
 // TestGoPanicContained): USB4VERBS_TEST_PANIC=<op>[:enomem] makes the first
 // call of that export panic, with an ENOMEM error when asked, so the test
-// sees contain at work. Release builds have no such variable.
+// sees contain at work; <op>:cfault makes the first call fault in C
+// (TestLongjmpOutOfGoRefused). Release builds have no such variable.
 var forcedPanicDone atomic.Bool
 
 func forcedPanic(op string) {
 	want := os.Getenv("USB4VERBS_TEST_PANIC")
+	if want == op+":cfault" { // issue 22's longjmp-out-of-Go test
+		if !forcedPanicDone.Swap(true) {
+			C.usb4_test_fault(1)
+		}
+		return
+	}
 	if want != op && want != op+":enomem" {
 		return
 	}

@@ -14,11 +14,42 @@
 //                          and prints "segv handled" from its handler
 //   signals urg            installs a SIGURG handler, loads, raises SIGURG
 //                          on this (non-Go) thread, prints "urg <count>"
+//   signals segv-jump      issue 22: the first open of ours faults in C under
+//                          Go (test hook), the application's SIGSEGV
+//                          handler siglongjmps out over the Go frames; a
+//                          second open on that thread, then one on another
+//                          thread: "open <k>: <result>", "other thread open:"
+//   signals storm WHEN SIGS...
+//                          issue 22: handlers without SA_ONSTACK (as qperf's
+//                          and old Pythons' are) for SIGS (ALRM, URG, PIPE,
+//                          USR1, INT, CHLD, PROF), installed "before" or
+//                          "after" the load; then 4 threads open every
+//                          device 300 times each (each open of ours enters
+//                          the Go part) while SIGALRM fires every 100 us
+//                          (setitimer) and a thread sends the others to the
+//                          process; each handler uses 3 KiB of stack, as a
+//                          handler calling into libc does. Prints "storm
+//                          opens <n> same <s> differ <d> signals <count>"
+//   signals jump           issue 22: the storm (SIGALRM and SIGUSR1 after
+//                          the load) while 2 more threads each loop in C
+//                          with a sigsetjmp armed and their handler
+//                          siglongjmps out of whatever they were doing; the
+//                          4 threads opening devices never jump (a jump out
+//                          of a thread inside a library call may leave libc
+//                          locks held, with any provider). Prints "jump
+//                          opens <n> jumped <j> signals <count>"
 // <d> is "dfl", "ign" or "handler <object>", the object the handler is in.
 // Declares the few libibverbs functions it uses (needs libibverbs1 only).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <dirent.h>
+#include <time.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -105,6 +136,232 @@ static void on_urg(int sig)
 	urg_count++;
 }
 
+static const struct {
+	const char *name;
+	int sig;
+} storm_names[] = {{"ALRM", SIGALRM}, {"URG", SIGURG}, {"PIPE", SIGPIPE}, {"USR1", SIGUSR1},
+		   {"INT", SIGINT},   {"CHLD", SIGCHLD}, {"PROF", SIGPROF}};
+
+static atomic_long handled;
+
+// A handler as an application writes it: it works on the stack it was
+// given (3 KiB here, a buffer and a libc call's worth).
+static void on_storm(int sig, siginfo_t *info, void *uctx)
+{
+	(void)info, (void)uctx;
+	volatile char pad[3072];
+	for (size_t i = 0; i < sizeof(pad); i += 64)
+		pad[i] = (char)sig;
+	atomic_fetch_add(&handled, 1);
+}
+
+struct storm {
+	struct ibv_device **list;
+	int n;
+	char want[64][48]; // each device's open result before the storm
+	atomic_long opens, same, differ;
+	atomic_bool stop;
+	int sigs[8], nsigs;
+	bool jump;
+};
+
+static void open_result(struct ibv_device *dev, char *buf, size_t len)
+{
+	errno = 0;
+	struct ibv_context *ctx = ibv_open_device(dev);
+	if (ctx) {
+		snprintf(buf, len, "ok");
+		ibv_close_device(ctx);
+	} else
+		snprintf(buf, len, "errno %s", strerrorname_np(errno));
+}
+
+static _Thread_local sigjmp_buf jump_env;
+static _Thread_local volatile sig_atomic_t jump_armed;
+static atomic_long jumped;
+
+static void on_jump(int sig, siginfo_t *info, void *uctx)
+{
+	(void)sig, (void)info, (void)uctx;
+	volatile char pad[3072];
+	for (size_t i = 0; i < sizeof(pad); i += 64)
+		pad[i] = 1;
+	atomic_fetch_add(&handled, 1);
+	if (jump_armed) {
+		jump_armed = 0;
+		siglongjmp(jump_env, 1);
+	}
+}
+
+static void *storm_worker(void *arg)
+{
+	struct storm *st = arg;
+	char got[48];
+	for (int round = 0; round < 300; round++)
+		for (int i = 0; i < st->n && i < 64; i++) {
+			open_result(st->list[i], got, sizeof(got));
+			atomic_fetch_add(&st->opens, 1);
+			if (strcmp(got, st->want[i]) == 0)
+				atomic_fetch_add(&st->same, 1);
+			else if (atomic_fetch_add(&st->differ, 1) < 5)
+				printf("differ %s: %s, before the storm %s\n", ibv_get_device_name(st->list[i]), got,
+				       st->want[i]);
+		}
+	return NULL;
+}
+
+// A thread that times its own work out with a signal and a siglongjmp.
+static void *jumper(void *arg)
+{
+	struct storm *st = arg;
+	volatile unsigned long spin = 0;
+	while (!atomic_load(&st->stop)) {
+		if (sigsetjmp(jump_env, 1) != 0) {
+			atomic_fetch_add(&jumped, 1);
+			continue;
+		}
+		jump_armed = 1;
+		for (int k = 0; k < 100000 && !atomic_load(&st->stop); k++)
+			spin++;
+		jump_armed = 0;
+	}
+	return NULL;
+}
+
+// The kernel gives a process-directed signal to the thread that took the
+// last one while that thread accepts it, so kill() alone would hit one
+// (idle) thread all along: the sender also sends each signal to every
+// thread in turn (tgkill), the Go runtime's threads included.
+static void *storm_sender(void *arg)
+{
+	struct storm *st = arg;
+	struct timespec ts = {0, 50000};
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	for (unsigned k = 0; !atomic_load(&st->stop); k++) {
+		if (st->nsigs < 0) {
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		int sig = st->nsigs ? st->sigs[k % (unsigned)st->nsigs] : 0;
+		if (sig)
+			kill(getpid(), sig);
+		DIR *d = opendir("/proc/self/task");
+		for (struct dirent *e; d && (e = readdir(d));) {
+			pid_t tid = (pid_t)atoi(e->d_name);
+			if (tid <= 0 || tid == self || tid == getpid())
+				continue;
+			syscall(SYS_tgkill, getpid(), tid, sig ? sig : SIGALRM);
+			nanosleep(&ts, NULL);
+		}
+		if (d)
+			closedir(d);
+	}
+	return NULL;
+}
+
+static void install(int sig, void (*fn)(int, siginfo_t *, void *))
+{
+	struct sigaction sa = {.sa_sigaction = fn, .sa_flags = SA_SIGINFO | SA_RESTART}; // no SA_ONSTACK
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+}
+
+// struct verbs_device: ibv_device (664 bytes), then the provider's
+// verbs_device_ops pointer, whose first member is the provider name.
+static bool ours(struct ibv_device *dev)
+{
+	const char *const *ops = *(const char *const *const *)((const char *)dev + 664);
+	return ops && strcmp(ops[0], "usb4_rdma") == 0;
+}
+
+static int storm(int argc, char **argv, bool jump)
+{
+	static struct storm st;
+	bool before = !jump && argc > 2 && strcmp(argv[2], "before") == 0;
+	bool quiet = !jump && argc > 2 && strcmp(argv[2], "quiet") == 0; // no signals: the control
+	st.jump = jump;
+	if (jump) {
+		st.sigs[st.nsigs++] = SIGUSR1;
+	} else {
+		for (int a = 3; a < argc; a++)
+			for (size_t k = 0; k < sizeof(storm_names) / sizeof(storm_names[0]); k++)
+				if (strcmp(argv[a], storm_names[k].name) == 0 && storm_names[k].sig != SIGALRM &&
+				    st.nsigs < 8)
+					st.sigs[st.nsigs++] = storm_names[k].sig;
+	}
+	void (*fn)(int, siginfo_t *, void *) = jump ? on_jump : on_storm;
+	if (quiet)
+		st.nsigs = -1; // the sender sends nothing
+	if (before) {
+		install(SIGALRM, fn);
+		for (int k = 0; k < st.nsigs; k++)
+			install(st.sigs[k], fn);
+	}
+	// Only our devices: on the test host's fake devices another provider's
+	// context (librxe on /dev/null) closes fd 0 when it is closed.
+	int all_n;
+	struct ibv_device **all_devs = load_go_part(&all_n);
+	st.list = calloc((size_t)all_n + 1, sizeof(*st.list));
+	for (int i = 0; i < all_n; i++)
+		if (ours(all_devs[i]))
+			st.list[st.n++] = all_devs[i];
+	for (int i = 0; i < st.n && i < 64; i++)
+		open_result(st.list[i], st.want[i], sizeof(st.want[i]));
+	if (!before && !quiet) {
+		install(SIGALRM, fn);
+		for (int k = 0; k < st.nsigs; k++)
+			install(st.sigs[k], fn);
+		// One call into Go after the provider's SA_ONSTACK check is due
+		// again (at most every 10 ms), before the signals start.
+		struct timespec pause = {0, 30 * 1000 * 1000};
+		nanosleep(&pause, NULL);
+		char got[48];
+		if (st.n)
+			open_result(st.list[0], got, sizeof(got));
+	}
+	pthread_t sender, workers[4], jumpers[2];
+	for (int w = 0; w < 4; w++)
+		pthread_create(&workers[w], NULL, storm_worker, &st);
+	for (int w = 0; w < 2 && jump; w++)
+		pthread_create(&jumpers[w], NULL, jumper, &st);
+	pthread_create(&sender, NULL, storm_sender, &st);
+	// This thread only waits: the signals go to the others, the Go
+	// runtime's threads included.
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	struct itimerval it = {{0, 100}, {0, 100}};
+	if (!quiet)
+		setitimer(ITIMER_REAL, &it, NULL);
+	for (int w = 0; w < 4; w++)
+		pthread_join(workers[w], NULL);
+	struct itimerval off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &off, NULL);
+	atomic_store(&st.stop, true);
+	pthread_join(sender, NULL);
+	for (int w = 0; w < 2 && jump; w++)
+		pthread_join(jumpers[w], NULL);
+	if (jump)
+		printf("jump jumped %ld\n", atomic_load(&jumped));
+	printf("storm devices %d opens %ld same %ld differ %ld signals %ld\n", st.n, atomic_load(&st.opens),
+		       atomic_load(&st.same), atomic_load(&st.differ), atomic_load(&handled));
+	return 0;
+}
+
+static void *other_thread_open(void *arg)
+{
+	char got[48];
+	if (sigsetjmp(segv_jump, 1) == 0) {
+		open_result(arg, got, sizeof(got));
+		printf("other thread open: %s\n", got);
+	} else
+		printf("other thread open: jumped out\n");
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	char after[128];
@@ -142,10 +399,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(mode, "segv-after") == 0) {
-		struct ibv_device **list = load_go_part(&n);
+		// The handler first: the first open of ours is the one that
+		// faults (Go's runtime, loaded by it, forwards to this handler).
 		struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGSEGV, &sa, NULL);
+		struct ibv_device **list = ibv_get_device_list(&n);
 		// One more call into the Go part, with the application's handler in place.
 		for (int i = 0; i < n; i++) {
 			struct ibv_context *ctx = ibv_open_device(list[i]);
@@ -173,6 +432,42 @@ int main(int argc, char **argv)
 		printf("urg after %d disposition %s\n", (int)urg_count, after);
 		return 0;
 	}
-	fprintf(stderr, "usage: signals dispositions|pipe-exec|segv-after|urg\n");
+	if (strcmp(mode, "segv-jump") == 0) {
+		// With the Go part built with -tags usb4panictest and
+		// USB4VERBS_TEST_PANIC=open_context:cfault, every open of ours
+		// faults in C called from Go; Go forwards the SIGSEGV to this
+		// handler, which siglongjmps out, over the Go frames.
+		// The handler first: the first open of ours is the one that
+		// faults (Go's runtime, loaded by it, forwards to this handler).
+		struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGSEGV, &sa, NULL);
+		struct ibv_device **list = ibv_get_device_list(&n);
+		struct ibv_device *dev = NULL;
+		for (int i = 0; i < n && !dev; i++)
+			if (ours(list[i]))
+				dev = list[i];
+		if (!dev) {
+			printf("no device of ours\n");
+			return 1;
+		}
+		for (int k = 0; k < 2; k++) {
+			if (sigsetjmp(segv_jump, 1) == 0) {
+				char got[48];
+				open_result(dev, got, sizeof(got));
+				printf("open %d: %s\n", k, got);
+			} else
+				printf("open %d: jumped out\n", k);
+		}
+		pthread_t t;
+		pthread_create(&t, NULL, other_thread_open, dev);
+		pthread_join(t, NULL);
+		return 0;
+	}
+	if (strcmp(mode, "storm") == 0)
+		return storm(argc, argv, false);
+	if (strcmp(mode, "jump") == 0)
+		return storm(argc, argv, true);
+	fprintf(stderr, "usage: signals dispositions|pipe-exec|segv-after|urg|storm WHEN SIGS...|jump\n");
 	return 2;
 }

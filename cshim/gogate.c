@@ -1,0 +1,158 @@
+// The boundary between the front and the Go part for signals (issue 22;
+// shim.h: USB4_GO). Go's rules for a c-shared library (go:src/os/signal
+// doc.go, "Go programs that use cgo or SWIG"): handlers the application
+// installs after the runtime started must have SA_ONSTACK, and non-Go code
+// must not longjmp over Go frames. Applications do neither on purpose:
+// qperf installs its SIGALRM/SIGURG/SIGPIPE handlers with SA_SIGINFO only,
+// Pythons before 3.10 install theirs without SA_ONSTACK, and programs time
+// out blocking calls with alarm() and a siglongjmp. A handler that runs on
+// a thread while it executes Go runs on that goroutine's stack (a few KiB;
+// the kernel's signal frame alone is 1-3 KiB), overflows it and corrupts
+// the runtime: "fatal error: unknown caller pc", "exitsyscall: syscall
+// frame is no longer valid", SIGSEGV in the runtime, or a hang.
+//
+// So no asynchronous signal is delivered to a thread while it is in Go:
+//  - application threads: usb4_go_enter blocks them around every call,
+//    usb4_go_leave restores the mask (what arrived meanwhile is delivered
+//    then, in C, where a handler or a longjmp is the application's
+//    business as with any C library);
+//  - the runtime's threads: the Go part is loaded with them blocked, and
+//    the runtime gives every thread it creates the mask it started with
+//    (go:src/runtime/proc.go schedinit initSigmask; a c-shared library
+//    may block every signal but the ones below, signal_unix.go
+//    blockableSig);
+//  - SIGURG (Go's preemption signal), SIGCHLD and SIGPROF the runtime
+//    unblocks on each of its threads (and on an application thread's
+//    first call) whatever the mask: for these an application handler
+//    without SA_ONSTACK gets it added at a call (checked at most every
+//    10 ms), and the alternate stack the runtime gives each thread takes
+//    the frame. Go's runtime does the same, once, to every handler it
+//    finds when it starts.
+// Synchronous signals (faults) are never blocked: a fault while blocked
+// kills the process, and Go needs its own for nil checks.
+//
+// The one mutable state here is per thread: whether the thread is inside a
+// call. Set with the signals blocked, so only a fault's handler (Go forwards
+// a fault outside Go code to the application's) can run while it is set;
+// if that handler longjmps out, the Go frames below are gone and the next
+// call from the thread would crash the runtime, so it is refused.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "shim.h"
+
+static _Thread_local bool in_go;
+static atomic_bool refused_logged;
+static atomic_uint onstack_logged; // bit per entry of onstack_sigs
+
+static const int sync_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+static const struct {
+	int sig;
+	const char *name;
+} onstack_sigs[] = {{SIGURG, "SIGURG"}, {SIGCHLD, "SIGCHLD"}, {SIGPROF, "SIGPROF"}};
+
+_Static_assert(sizeof(sigset_t) == sizeof(((struct usb4_go_saved *)0)->sigset), "sigset_t size");
+_Static_assert(_Alignof(sigset_t) <= 8, "sigset_t alignment");
+
+void usb4_go_block_signals(struct usb4_go_saved *saved)
+{
+	sigset_t block;
+	sigfillset(&block);
+	for (size_t i = 0; i < sizeof(sync_sigs) / sizeof(sync_sigs[0]); i++)
+		sigdelset(&block, sync_sigs[i]);
+	pthread_sigmask(SIG_BLOCK, &block, (sigset_t *)(void *)saved->sigset);
+}
+
+void usb4_go_restore_signals(const struct usb4_go_saved *saved)
+{
+	pthread_sigmask(SIG_SETMASK, (const sigset_t *)(const void *)saved->sigset, NULL);
+}
+
+static bool is_handler(const struct sigaction *sa)
+{
+	void *fn = (sa->sa_flags & SA_SIGINFO) ? (void *)sa->sa_sigaction : (void *)sa->sa_handler;
+	return fn != (void *)SIG_DFL && fn != (void *)SIG_IGN;
+}
+
+static bool same_handler(const struct sigaction *a, const struct sigaction *b)
+{
+	return a->sa_handler == b->sa_handler && (a->sa_flags & SA_SIGINFO) == (b->sa_flags & SA_SIGINFO);
+}
+
+// add_onstack gives an application handler of the signals the runtime
+// never lets its threads block the SA_ONSTACK it lacks. The read and the
+// write are two system calls: if the application replaced the handler in
+// between, its new one is put back (with SA_ONSTACK if it lacks it).
+static void add_onstack(void)
+{
+	for (size_t i = 0; i < sizeof(onstack_sigs) / sizeof(onstack_sigs[0]); i++) {
+		struct sigaction sa, old;
+		if (sigaction(onstack_sigs[i].sig, NULL, &sa) != 0 || !is_handler(&sa) || (sa.sa_flags & SA_ONSTACK))
+			continue;
+		sa.sa_flags |= SA_ONSTACK;
+		if (sigaction(onstack_sigs[i].sig, &sa, &old) != 0)
+			continue;
+		if (!same_handler(&sa, &old)) {
+			if (is_handler(&old))
+				old.sa_flags |= SA_ONSTACK;
+			sigaction(onstack_sigs[i].sig, &old, NULL);
+		}
+		unsigned bit = 1u << i;
+		if (!(atomic_fetch_or(&onstack_logged, bit) & bit))
+			fprintf(stderr,
+				USB4_LOG_PREFIX "the application's %s handler has no SA_ONSTACK, which the Go part's "
+						"threads need; added it (install handlers with SA_ONSTACK)\n",
+				onstack_sigs[i].name);
+	}
+}
+
+// Three sigaction reads cost as much as the two mask changes; an
+// application installs handlers rarely, so the check runs at most once per
+// ONSTACK_CHECK_NS (coarse clock: vDSO, no system call). Until the next
+// check a new handler is as exposed as before the application's next verb.
+enum { ONSTACK_CHECK_NS = 10 * 1000 * 1000 };
+static atomic_llong onstack_checked; // CLOCK_MONOTONIC_COARSE ns of the last check
+
+static bool onstack_due(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+		return true;
+	long long now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	long long last = atomic_load_explicit(&onstack_checked, memory_order_relaxed);
+	if (last && now - last < ONSTACK_CHECK_NS)
+		return false;
+	return atomic_compare_exchange_strong(&onstack_checked, &last, now);
+}
+
+int usb4_go_enter(struct usb4_go_saved *saved, const char *entry)
+{
+	usb4_go_block_signals(saved);
+	if (in_go) {
+		usb4_go_restore_signals(saved);
+		if (!atomic_exchange(&refused_logged, true))
+			fprintf(stderr,
+				USB4_LOG_PREFIX "%s: refused (ENOTRECOVERABLE): an earlier call of this thread into "
+						"the Go part never returned (a signal handler longjmp'd out of it); "
+						"this thread cannot enter Go again. Do not longjmp out of signal "
+						"handlers that run inside verbs\n",
+				entry);
+		return ENOTRECOVERABLE;
+	}
+	in_go = true;
+	if (onstack_due())
+		add_onstack();
+	return 0;
+}
+
+void usb4_go_leave(const struct usb4_go_saved *saved)
+{
+	in_go = false;
+	usb4_go_restore_signals(saved);
+}

@@ -28,8 +28,7 @@ void usb4v_cq_cursor_destroy(struct usb4v_cq_cursor *c)
 
 static void hold(struct usb4v_cq_cursor *c, int mode)
 {
-	c->owner = pthread_self();
-	__atomic_store_n(&c->mode, mode, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->mode, mode, __ATOMIC_RELEASE);
 }
 
 static void unhold(struct usb4v_cq_cursor *c)
@@ -139,10 +138,16 @@ int usb4v_cq_start_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c)
 	return 0;
 }
 
-static int held_by_me(const struct usb4v_cq_cursor *c, int *mode)
+/* A hold belongs to the cursor, not to the thread that took it: as librxe
+ * (rdma-core:providers/rxe/rxe.c cq_next_poll, cq_end_poll) next_poll and
+ * end_poll act for whichever thread calls them, so a CQ handed from the
+ * polling thread to another is released by the other's end_poll. glibc's
+ * spinlocks and default mutexes keep no owner, so the release from another
+ * thread is what librxe's spinlock does too. */
+static int held(const struct usb4v_cq_cursor *c, int *mode)
 {
-	*mode = __atomic_load_n(&c->mode, __ATOMIC_RELAXED);
-	return *mode != USB4V_CURSOR_IDLE && pthread_equal(c->owner, pthread_self());
+	*mode = __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
+	return *mode != USB4V_CURSOR_IDLE;
 }
 
 static void release(struct usb4v_cq *cq, struct usb4v_cq_cursor *c, int mode)
@@ -159,7 +164,7 @@ static void release(struct usb4v_cq *cq, struct usb4v_cq_cursor *c, int mode)
 int usb4v_cq_next_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c)
 {
 	int mode, rc;
-	if (!cq || !c || !held_by_me(c, &mode))
+	if (!cq || !c || !held(c, &mode))
 		return EINVAL; /* no start_poll before: nothing to advance */
 	switch (mode) {
 	case USB4V_CURSOR_RING:
@@ -179,8 +184,8 @@ void usb4v_cq_end_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c)
 	int mode;
 	if (!cq || !c)
 		return;
-	if (!held_by_me(c, &mode))
-		return; /* end_poll without start_poll: nothing held, nothing to do */
+	if (!held(c, &mode))
+		return; /* end_poll without a start_poll: nothing held, nothing to do */
 	if (mode == USB4V_CURSOR_RING)
 		ring_consume(cq, c);
 	release(cq, c, mode);

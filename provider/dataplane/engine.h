@@ -339,7 +339,8 @@ int usb4v_req_notify_cq(struct usb4v_cq *cq, int solicited_only);
  * (mapped CQ ring, DV merge, a latched error) under the cursor's mutex, one
  * usb4v_poll_cq at a time. start/next return 0, ENOENT when the CQ is
  * empty, or the errno poll_cq would return negated (the hold is then
- * released). end_poll by a thread that holds nothing is a no-op.
+ * released). The hold belongs to the cursor: next_poll and end_poll act
+ * for any thread, as librxe's do; end_poll while nothing is held is a no-op.
  */
 enum { USB4V_CQ_EX_BATCH = 16 };
 enum {
@@ -350,7 +351,6 @@ enum {
 };
 struct usb4v_cq_cursor {
 	int mode;              /* USB4V_CURSOR_*, atomic: what the holder took */
-	pthread_t owner;       /* the holder, valid while mode != IDLE */
 	uint32_t cons;         /* RING: ring index of cur, or of the next one */
 	int live;              /* RING: cur still occupies slot cons */
 	pthread_mutex_t mu;    /* GENERIC */

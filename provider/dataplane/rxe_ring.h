@@ -103,8 +103,7 @@ static inline int usb4v_rxe_start_poll_fast(struct usb4v_cq *cq, struct usb4v_cq
 	c->live = 1;
 	const void *cqe = cq->rxe.data + ((size_t)(cons & cq->rxe.mask) << cq->rxe.log2_elem);
 	usb4v_uwc_to_ibv_inline(cqe, &c->cur);
-	c->owner = pthread_self();
-	__atomic_store_n(&c->mode, USB4V_CURSOR_RING, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->mode, USB4V_CURSOR_RING, __ATOMIC_RELEASE);
 	return 0;
 }
 

@@ -104,7 +104,7 @@ int usb4v_cq_start_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c)
 	switch (cq->backend) {
 	case USB4V_BACKEND_RXE:
 		pthread_spin_lock(&cq->lock);
-		if (__builtin_expect(cq->slow == 0, 1)) {
+		if (__builtin_expect(__atomic_load_n(&cq->slow, __ATOMIC_RELAXED) == 0, 1)) {
 			struct usb4v_rxe_queue_buf *q = cq->rxe.buf;
 			rc = ring_read(cq, c, __atomic_load_n(&q->consumer_index, __ATOMIC_RELAXED));
 			if (rc) {
@@ -214,8 +214,8 @@ int usb4v_cq_resize_end(struct usb4v_cq *cq, int remap, uint64_t offset, size_t 
 		} else {
 			/* The kernel polls nothing from the old ring any more:
 			 * fail every poll rather than read a stale one. */
-			cq->error = rc;
-			__atomic_store_n(&cq->slow, cq->slow | USB4V_CQ_SLOW_ERROR, __ATOMIC_RELAXED);
+			__atomic_store_n(&cq->error, rc, __ATOMIC_RELAXED);
+			__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_ERROR, __ATOMIC_RELAXED);
 		}
 	}
 	pthread_spin_unlock(&cq->lock);

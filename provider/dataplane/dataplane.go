@@ -169,6 +169,9 @@ func sysPtr(sys unsafe.Pointer) *C.struct_usb4v_sys {
 type CQ struct {
 	c  *C.struct_usb4v_cq
 	mu sync.Mutex // guards c against Close during Poll and ReqNotify from Go
+	// gone is c as created, never changed: MarkGone uses it without mu,
+	// which a resize holds across its kernel command.
+	gone *C.struct_usb4v_cq
 }
 
 // NewCQ creates the C object for a CQ the control path created in the
@@ -179,7 +182,7 @@ func NewCQ(sys unsafe.Pointer, cmdFd int, handle, cqe uint32) (*CQ, error) {
 	if c == nil {
 		return nil, fmt.Errorf("create cq data path: %w", unix.ENOMEM)
 	}
-	return &CQ{c: c}, nil
+	return &CQ{c: c, gone: c}, nil
 }
 
 // AttachRxe puts the CQ on the rxe ring described by create_cq's mmap_info.
@@ -263,13 +266,12 @@ func (cq *CQ) Disown() {
 }
 
 // MarkGone makes every later poll return EIO and arming fail with EIO: the
-// device was removed.
+// device was removed. It takes no lock and waits for no poller or resize
+// (docs/DESIGN.md, "Lock order"); the caller keeps the C object from being
+// freed meanwhile (cshim's handle table: a destroy retires the handle
+// before the object goes).
 func (cq *CQ) MarkGone() {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	if cq.c != nil {
-		C.usb4v_cq_mark_gone(cq.c)
-	}
+	C.usb4v_cq_mark_gone(cq.gone)
 }
 
 // Close frees the C object (and unmaps rings the engine mapped). The kernel

@@ -209,7 +209,7 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	qp->dv = dv;
 	qp->dv_next = cq->dv_qps;
 	cq->dv_qps = qp;
-	cq->slow |= USB4V_CQ_SLOW_DV;
+	__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_DV, __ATOMIC_RELAXED);
 	qp->send_backend = USB4V_BACKEND_DV;
 	pthread_spin_unlock(&cq->lock);
 	qp->fallback_reason[0] = 0;
@@ -516,7 +516,7 @@ int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 			fprintf(stderr, "libusb4_rdma: qp 0x%x: the kernel's DV cq_tail is more than %u CQEs "
 					"ahead of ours; send CQ marked broken (EIO)\n", qp->qp_num, dv->cq_entries);
 			cq->error = -EIO;
-			cq->slow |= USB4V_CQ_SLOW_ERROR;
+			__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_ERROR, __ATOMIC_RELAXED);
 			return n ? n : -EIO; /* what was copied is delivered; the next poll says EIO */
 		}
 	}

@@ -174,9 +174,9 @@ int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
 	switch (srq->backend) {
 	case USB4V_BACKEND_RXE:
 		pthread_mutex_lock(&srq->lock);
-		if (srq->ring_error) {
+		rc = __atomic_load_n(&srq->ring_error, __ATOMIC_RELAXED);
+		if (rc) {
 			*bad_wr = wr;
-			rc = srq->ring_error;
 		} else {
 			rc = usb4v_rxe_post_recv(&srq->rq, srq->max_sge, wr, bad_wr);
 		}
@@ -231,7 +231,7 @@ int usb4v_poll_cq_kcmd_held(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc
 	ne -= s;
 	wc += s;
 	pthread_spin_lock(&cq->lock);
-	int n = cq->error;
+	int n = __atomic_load_n(&cq->error, __ATOMIC_RELAXED);
 	/* DV QPs feed this CQ: their send completions come from their DV CQs,
 	 * everything else (receives, other QPs) from the backend. */
 	if (n == 0 && cq->dv_qps)
@@ -265,7 +265,7 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 		return n;
 	}
 	pthread_spin_lock(&cq->lock);
-	int n = cq->error;
+	int n = __atomic_load_n(&cq->error, __ATOMIC_RELAXED);
 	if (n == 0 && cq->dv_qps)
 		n = usb4v_dv_poll_merge(cq, ne, wc);
 	int m = 0;
@@ -295,32 +295,31 @@ int usb4v_req_notify_cq(struct usb4v_cq *cq, int solicited_only)
 
 /* ---- device removal ---- */
 
+/* Marking gone takes no engine lock (docs/DESIGN.md, "Lock order"): the
+ * removal runs with the Go part's handle table held, and a thread holding
+ * cq->lock (an rxe start_poll holder), poll_mu or srq->lock (a resize, across
+ * its kernel command) may call a verb, which needs that table. The marks are
+ * atomic; a poller or poster already past its check finishes on rings that
+ * stay mapped (the removal replaces them with anonymous memory, never
+ * unmaps them) and a command fd that answers errors. */
 void usb4v_cq_mark_gone(struct usb4v_cq *cq)
 {
 	if (!cq)
 		return;
-	/* Pollers read error under lock first (the rxe fast path reads slow
-	 * under it), so none touches the ring or the command fd afterwards. */
-	pthread_spin_lock(&cq->lock);
-	cq->error = -EIO;
-	__atomic_store_n(&cq->slow, cq->slow | USB4V_CQ_SLOW_ERROR | USB4V_CQ_SLOW_GONE,
-			 __ATOMIC_RELAXED);
-	pthread_spin_unlock(&cq->lock);
+	__atomic_store_n(&cq->error, -EIO, __ATOMIC_RELAXED);
+	__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_ERROR | USB4V_CQ_SLOW_GONE, __ATOMIC_SEQ_CST);
 }
 
 void usb4v_qp_mark_gone(struct usb4v_qp *qp)
 {
 	if (qp)
-		__atomic_store_n(&qp->gone, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&qp->gone, 1, __ATOMIC_SEQ_CST);
 }
 
 void usb4v_srq_mark_gone(struct usb4v_srq *srq)
 {
-	if (!srq)
-		return;
-	pthread_mutex_lock(&srq->lock);
-	__atomic_store_n(&srq->ring_error, EIO, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&srq->lock);
+	if (srq)
+		__atomic_store_n(&srq->ring_error, EIO, __ATOMIC_SEQ_CST);
 }
 
 /* ---- lifecycle ---- */
@@ -391,7 +390,7 @@ int usb4v_cq_attach_rxe(struct usb4v_cq *cq, void *addr, uint64_t offset, size_t
 	if (rc == 0) {
 		pthread_spin_lock(&cq->lock);
 		cq->backend = USB4V_BACKEND_RXE;
-		cq->slow &= ~(uint32_t)USB4V_CQ_SLOW_BACKEND;
+		__atomic_fetch_and(&cq->slow, ~(uint32_t)USB4V_CQ_SLOW_BACKEND, __ATOMIC_RELAXED);
 		pthread_spin_unlock(&cq->lock);
 	}
 	return rc;
@@ -458,7 +457,7 @@ int usb4v_srq_resize_end(struct usb4v_srq *srq, int remap, uint64_t offset, size
 		if (rc == 0)
 			srq->rq = next;
 		else
-			srq->ring_error = -rc;
+			__atomic_store_n(&srq->ring_error, -rc, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&srq->lock);
 	return rc;
@@ -564,7 +563,7 @@ static void qp_release(struct usb4v_qp *qp, uint32_t driver_id, int destroy_queu
 			}
 		}
 		if (!cq->dv_qps)
-			cq->slow &= ~(uint32_t)USB4V_CQ_SLOW_DV;
+			__atomic_fetch_and(&cq->slow, ~(uint32_t)USB4V_CQ_SLOW_DV, __ATOMIC_RELAXED);
 		pthread_spin_unlock(&cq->lock);
 		pthread_mutex_destroy(&qp->dv->post_mu);
 		free(qp->dv->sq);

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -232,4 +233,99 @@ func TestGoPollWaitsForClose(t *testing.T) {
 	if _, err := (&CQ{}).Poll(wc[:]); err == nil {
 		t.Error("Poll on a closed CQ succeeded")
 	}
+}
+
+// Lock order (docs/DESIGN.md): the removal marks engine objects gone while
+// it holds the handle table, and a thread that holds an engine lock may
+// call a verb, which takes the handle table (an rxe start_poll holder calls
+// a control verb; a CQ resize holds the CQ across RESIZE_CQ). So MarkGone
+// takes no engine lock and waits for no holder.
+func TestMarkGoneWaitsForNoHolder(t *testing.T) {
+	t.Run("cq held by start_poll", func(t *testing.T) {
+		e := newRxeEnv(t, QPTypeRC, false)
+		produceRxeCQE(t, e.f, 1)
+		k := e.cq.NewCursor()
+		defer k.Free()
+		held := make(chan struct{})
+		release := make(chan struct{})
+		released := make(chan struct{})
+		go func() {
+			defer close(released)
+			if _, err := k.Start(); err != nil {
+				t.Errorf("start: %v", err)
+			}
+			close(held)
+			<-release
+			k.End()
+		}()
+		done(t, "start_poll", held)
+		marked := make(chan struct{})
+		go func() {
+			e.cq.MarkGone()
+			close(marked)
+		}()
+		done(t, "MarkGone while start_poll holds the CQ", marked)
+		close(release)
+		done(t, "end_poll", released)
+		if _, err := e.cq.Poll(make([]WC, 1)); !errors.Is(err, unix.EIO) {
+			t.Fatalf("poll after MarkGone: %v, want EIO", err)
+		}
+	})
+	t.Run("cq in resize", func(t *testing.T) {
+		e := newRxeEnv(t, QPTypeRC, false)
+		in, release, resized := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(resized)
+			_ = e.cq.Resize(func() (uint64, uint32, error) {
+				close(in)
+				<-release
+				return 0, 0, unix.EIO
+			})
+		}()
+		done(t, "resize", in)
+		marked := make(chan struct{})
+		go func() {
+			e.cq.MarkGone()
+			close(marked)
+		}()
+		done(t, "MarkGone during a CQ resize", marked)
+		close(release)
+		done(t, "resize end", resized)
+		if _, err := e.cq.Poll(make([]WC, 1)); !errors.Is(err, unix.EIO) {
+			t.Fatalf("poll after MarkGone: %v, want EIO", err)
+		}
+	})
+	t.Run("srq in resize", func(t *testing.T) {
+		f := usb4double.NewRxeFake(8, 9, 8, 7, 4)
+		defer f.Close()
+		srq, err := NewSRQ(f.Sys(), 3, 2, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srq.Close()
+		if err := srq.AttachRxe(nil, usb4double.RxeRQ, f.Len(usb4double.RxeRQ)); err != nil {
+			t.Fatal(err)
+		}
+		in, release, resized := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(resized)
+			_ = srq.Resize(func() (uint64, uint32, error) {
+				close(in)
+				<-release
+				return 0, 0, unix.EIO
+			})
+		}()
+		done(t, "resize", in)
+		marked := make(chan struct{})
+		go func() {
+			srq.MarkGone()
+			close(marked)
+		}()
+		done(t, "MarkGone during an SRQ resize", marked)
+		close(release)
+		done(t, "resize end", resized)
+		if err := srq.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{{Addr: 1, Length: 1}}}}); !errors.Is(err, unix.EIO) {
+			t.Fatalf("post after MarkGone: %v, want EIO", err)
+		}
+	})
 }

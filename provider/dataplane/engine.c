@@ -128,6 +128,26 @@ int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 	}
 }
 
+int usb4v_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
+			  struct usb4v_ibv_send_wr **bad_wr)
+{
+	if (!qp || !bad_wr || !wr)
+		return EINVAL;
+	*bad_wr = NULL;
+	if (__atomic_load_n(&qp->gone, __ATOMIC_RELAXED)) {
+		*bad_wr = wr;
+		return EIO;
+	}
+	switch (qp->send_backend) {
+	case USB4V_BACKEND_KCMD:
+		return usb4v_kcmd_post_send_whole(qp, wr, bad_wr);
+	case USB4V_BACKEND_DV:
+		return usb4v_dv_post_send_whole(qp, wr, bad_wr);
+	default:
+		return usb4v_post_send(qp, wr, bad_wr);
+	}
+}
+
 int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
 		    struct usb4v_ibv_recv_wr **bad_wr)
 {

@@ -322,6 +322,9 @@ struct usb4v_qp {
 /* ---- data-path entry points ---- */
 int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 		    struct usb4v_ibv_send_wr **bad_wr);
+/* post_send of a whole batch or nothing (ibv_wr_complete, wrex.c). */
+int usb4v_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
+			  struct usb4v_ibv_send_wr **bad_wr);
 int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
 		    struct usb4v_ibv_recv_wr **bad_wr);
 int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
@@ -533,6 +536,8 @@ int usb4v_rxe_post_recv(struct usb4v_rxe_ring *rq, uint32_t max_sge, struct usb4
 			struct usb4v_ibv_recv_wr **bad);
 int usb4v_rxe_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 int usb4v_kcmd_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
+/* The whole list in one command, or nothing (ibv_wr_complete). */
+int usb4v_kcmd_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
 int usb4v_kcmd_post_recv(const struct usb4v_sys *sys, int fd, uint32_t cmd, uint32_t handle,
 			 struct usb4v_ibv_recv_wr *wr, struct usb4v_ibv_recv_wr **bad);
 int usb4v_kcmd_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
@@ -541,6 +546,9 @@ int usb4v_shm_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 int usb4v_shm_validate(const struct usb4v_tbv_cq_shm *hdr, const struct usb4v_tbv_uresp_create_cq *tail,
 		       uint32_t requested_cqe, size_t mapped_len, const char **why);
 int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
+/* Every WR of the list or none (ibv_wr_complete): encodes and room checked
+ * first. */
+int usb4v_dv_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
 /* DV CQEs of the CQ's DV QPs: a count, or -EIO (latched on cq). */
 int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 /* The DV caps an RC or UC QP needs before it gets a DV queue. */

@@ -204,6 +204,13 @@ int usb4v_cq_resize_end(struct usb4v_cq *cq, int remap, uint64_t offset, size_t 
 	if (cq->backend != USB4V_BACKEND_RXE)
 		return 0;
 	int rc = 0;
+	if (remap && __atomic_load_n(&cq->maps_released, __ATOMIC_RELAXED)) {
+		/* Removed meanwhile: no new mapping of the command fd. */
+		__atomic_store_n(&cq->error, -EIO, __ATOMIC_RELAXED);
+		__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_ERROR, __ATOMIC_RELAXED);
+		remap = 0;
+		rc = -EIO;
+	}
 	if (remap) {
 		struct usb4v_rxe_ring fresh = {0};
 		rc = usb4v_rxe_ring_setup(cq->sys, cq->cmd_fd, &fresh, NULL, offset, size,

@@ -274,6 +274,15 @@ func (cq *CQ) MarkGone() {
 	C.usb4v_cq_mark_gone(cq.gone)
 }
 
+// ReleaseMaps, after MarkGone, puts anonymous memory in place of the rings
+// the engine mapped from the command fd, so they stop holding the kernel's
+// file (device removal). It takes no lock it could wait for: false means a
+// poller or a resize holds the CQ, and the caller tries again later,
+// holding none of the locks a verb takes. Same lifetime rule as MarkGone.
+func (cq *CQ) ReleaseMaps() bool {
+	return C.usb4v_cq_release_maps(cq.gone) == 0
+}
+
 // Close frees the C object (and unmaps rings the engine mapped). The kernel
 // CQ must already be destroyed or about to be; QPs using it go first.
 func (cq *CQ) Close() {
@@ -382,6 +391,12 @@ func (s *SRQ) MarkGone() {
 	if s.c != nil {
 		C.usb4v_srq_mark_gone(s.c)
 	}
+}
+
+// ReleaseMaps is CQ.ReleaseMaps for the SRQ's ring (false: a poster or a
+// resize holds it; try again later).
+func (s *SRQ) ReleaseMaps() bool {
+	return s.c == nil || C.usb4v_srq_release_maps(s.c) == 0
 }
 
 // Disown gives the C object up without freeing it (see CQ.Disown; objects.c
@@ -632,6 +647,14 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 func (qp *QP) MarkGone() {
 	if qp.c != nil {
 		C.usb4v_qp_mark_gone(qp.c)
+	}
+}
+
+// ReleaseMaps is CQ.ReleaseMaps for the QP's rings (never busy: a QP's
+// rings change only at attach and free).
+func (qp *QP) ReleaseMaps() {
+	if qp.c != nil {
+		C.usb4v_qp_release_maps(qp.c)
 	}
 }
 

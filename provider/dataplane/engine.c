@@ -342,6 +342,66 @@ void usb4v_srq_mark_gone(struct usb4v_srq *srq)
 		__atomic_store_n(&srq->ring_error, EIO, __ATOMIC_SEQ_CST);
 }
 
+/* Releasing the mappings at removal. Every ring the engine mapped from the
+ * command fd holds the kernel's file: as long as one stays mapped, the
+ * unregistration of a driver without disassociate_ucontext (rxe, the usb4
+ * module) waits for this process (linux:drivers/infiniband/core/uverbs_main.c
+ * ib_uverbs_remove_one). Anonymous memory takes each ring's place at the same
+ * address (one mmap, atomic for other threads: a late reader sees zeros, an
+ * empty ring, never a fault); free unmaps it as before. Only real mappings
+ * are replaced (a test double's sys maps its own memory); maps_released
+ * records that the object let go. The rings a resize swaps (rxe CQ, SRQ)
+ * change under the object's lock, so those are replaced under it, taken
+ * with trylock: EBUSY asks the caller to come back (a start_poll holder or a
+ * resize has it, and may need the caller's locks to finish). */
+static void ring_to_anon(const struct usb4v_sys *sys, void *addr, size_t len)
+{
+	if (!addr || !len || sys != &libc_sys)
+		return;
+	(void)mmap(addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+}
+
+static void rxe_ring_to_anon(const struct usb4v_sys *sys, const struct usb4v_rxe_ring *r)
+{
+	if (r->buf && r->owned)
+		ring_to_anon(sys, r->buf, r->map_len);
+}
+
+int usb4v_cq_release_maps(struct usb4v_cq *cq)
+{
+	if (!cq || __atomic_load_n(&cq->maps_released, __ATOMIC_ACQUIRE))
+		return 0;
+	if (pthread_spin_trylock(&cq->lock))
+		return EBUSY;
+	rxe_ring_to_anon(cq->sys, &cq->rxe);
+	if (cq->shm.hdr)
+		ring_to_anon(cq->sys, cq->shm.hdr, cq->shm.map_len);
+	__atomic_store_n(&cq->maps_released, 1, __ATOMIC_RELEASE);
+	pthread_spin_unlock(&cq->lock);
+	return 0;
+}
+
+void usb4v_qp_release_maps(struct usb4v_qp *qp)
+{
+	/* A QP's rings are mapped at attach and unmapped at free only. */
+	if (!qp || __atomic_exchange_n(&qp->maps_released, 1, __ATOMIC_ACQ_REL))
+		return;
+	rxe_ring_to_anon(qp->sys, &qp->sq);
+	rxe_ring_to_anon(qp->sys, &qp->rq);
+}
+
+int usb4v_srq_release_maps(struct usb4v_srq *srq)
+{
+	if (!srq || __atomic_load_n(&srq->maps_released, __ATOMIC_ACQUIRE))
+		return 0;
+	if (pthread_mutex_trylock(&srq->lock))
+		return EBUSY;
+	rxe_ring_to_anon(srq->sys, &srq->rq);
+	__atomic_store_n(&srq->maps_released, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&srq->lock);
+	return 0;
+}
+
 /* ---- lifecycle ---- */
 
 struct usb4v_cq *usb4v_cq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t cqe)
@@ -468,6 +528,12 @@ void usb4v_srq_resize_begin(struct usb4v_srq *srq)
 int usb4v_srq_resize_end(struct usb4v_srq *srq, int remap, uint64_t offset, size_t size)
 {
 	int rc = 0;
+	if (remap && srq->backend == USB4V_BACKEND_RXE && __atomic_load_n(&srq->maps_released, __ATOMIC_RELAXED)) {
+		/* Removed meanwhile: no new mapping of the command fd. */
+		__atomic_store_n(&srq->ring_error, EIO, __ATOMIC_RELAXED);
+		remap = 0;
+		rc = -EIO;
+	}
 	if (remap && srq->backend == USB4V_BACKEND_RXE) {
 		struct usb4v_rxe_ring next = {0};
 		rc = usb4v_rxe_ring_setup(srq->sys, srq->cmd_fd, &next, NULL, offset, size, srq_min_elem(srq));

@@ -252,6 +252,7 @@ struct usb4v_cq {
 	/* USB4V_CQ_SLOW_*: 0 exactly when poll_cq may take the rxe fast path
 	 * (rxe_ring.h usb4v_rxe_poll_cq_fast). Written under lock. */
 	uint32_t slow;
+	int maps_released; /* removal: its rings are anonymous memory now (atomic; set under lock) */
 	int error; /* latched negative errno (overrun): permanent */
 	struct usb4v_rxe_ring rxe;
 	struct {
@@ -293,6 +294,7 @@ struct usb4v_srq {
 	pthread_mutex_t lock;
 	struct usb4v_rxe_ring rq;
 	int ring_error; /* errno: a resize left no usable ring (permanent) */
+	int maps_released; /* removal: its ring is anonymous memory now (atomic; set under lock) */
 };
 
 struct usb4v_qp {
@@ -314,6 +316,7 @@ struct usb4v_qp {
 	struct usb4v_dv *dv;
 	struct usb4v_qp *dv_next;
 	int gone; /* device removed: every post fails with EIO (atomic) */
+	int maps_released; /* removal: its rings are anonymous memory now (atomic) */
 	char fallback_reason[96];
 	int kcmd_refusal_logged; /* one log line per QP for WRs kcmd.c refuses */
 	struct usb4v_wrex *wrex; /* ibv_qp_ex batch state (wrex.c); NULL for a plain QP */
@@ -429,6 +432,13 @@ void usb4v_qp_free_destroyed(struct usb4v_qp *qp);
 void usb4v_cq_mark_gone(struct usb4v_cq *cq);
 void usb4v_qp_mark_gone(struct usb4v_qp *qp);
 void usb4v_srq_mark_gone(struct usb4v_srq *srq);
+/* After mark_gone: the rings mapped from the command fd become anonymous
+ * memory, so they no longer hold the kernel's file (engine.c). 0, or EBUSY
+ * when the object's lock is held: call again later, holding none of the
+ * locks a verb takes. */
+int usb4v_cq_release_maps(struct usb4v_cq *cq);
+void usb4v_qp_release_maps(struct usb4v_qp *qp);
+int usb4v_srq_release_maps(struct usb4v_srq *srq);
 
 const char *usb4v_backend_name(int backend);
 /* The QP's USB4V_DV_KICK_* (-1 without a DV queue), for tests and logs. */

@@ -329,3 +329,80 @@ func TestMarkGoneWaitsForNoHolder(t *testing.T) {
 		}
 	})
 }
+
+// At removal the rings the engine mapped from the command fd become
+// anonymous memory: /proc/self/maps no longer lists the file, so it does
+// not hold the kernel's device (ib_uverbs_remove_one waits for that). A
+// memfd stands for the command fd, with an rxe CQ ring in it.
+func TestReleaseMapsLetsTheFileGo(t *testing.T) {
+	const name = "usb4v-release-maps-test"
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Skipf("memfd_create: %v", err)
+	}
+	defer unix.Close(fd)
+	const size = 4096
+	if err := unix.Ftruncate(fd, size); err != nil {
+		t.Fatal(err)
+	}
+	var hdr [8]byte
+	hdr[0] = 6 // log2_elem_size: 64-byte entries
+	hdr[4] = 7 // index_mask: 8 entries
+	if _, err := unix.Pwrite(fd, hdr[:], 0); err != nil {
+		t.Fatal(err)
+	}
+	mapped := func() bool {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Contains(b, []byte("/memfd:"+name))
+	}
+	cq, err := NewCQ(nil, fd, 1, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Close()
+	if err := cq.AttachRxe(nil, 0, size); err != nil {
+		t.Fatal(err)
+	}
+	if !mapped() {
+		t.Fatal("the ring is not mapped from the memfd")
+	}
+	cq.MarkGone()
+	k := cq.NewCursor()
+	defer k.Free()
+	if _, err := k.Start(); !errors.Is(err, unix.EIO) {
+		t.Fatalf("start_poll after MarkGone: %v, want EIO", err)
+	}
+	if !cq.ReleaseMaps() {
+		t.Fatal("ReleaseMaps busy with nothing held")
+	}
+	if mapped() {
+		t.Fatal("the memfd is still mapped after ReleaseMaps")
+	}
+	if _, err := cq.Poll(make([]WC, 1)); !errors.Is(err, unix.EIO) {
+		t.Fatalf("poll after the release: %v, want EIO", err)
+	}
+}
+
+// ReleaseMaps waits for no holder: with the rxe CQ held by start_poll it
+// reports busy, and succeeds once end_poll let go.
+func TestReleaseMapsBusyWhileHeld(t *testing.T) {
+	e := newRxeEnv(t, QPTypeRC, false)
+	produceRxeCQE(t, e.f, 1)
+	k := e.cq.NewCursor()
+	defer k.Free()
+	if _, err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.cq.MarkGone()
+	busy := e.cq.ReleaseMaps()
+	k.End()
+	if busy {
+		t.Fatal("ReleaseMaps succeeded while start_poll held the CQ")
+	}
+	if !e.cq.ReleaseMaps() {
+		t.Fatal("ReleaseMaps still busy after end_poll")
+	}
+}

@@ -162,10 +162,11 @@ func (c *Context) deviceRemoved() {
 		onRemoved()
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed || !c.realFDs {
+		c.mu.Unlock()
 		return // closed meanwhile; or a fake kernel's fds are not the process's
 	}
+	var eventFDs []int
 	// Comp channels: one event per CQ bound to each, so a thread waiting in
 	// ibv_get_cq_event wakes, polls, and sees EIO.
 	perChannel := map[int][]byte{}
@@ -178,10 +179,12 @@ func (c *Context) deviceRemoved() {
 	}
 	for fd, evs := range perChannel {
 		replaceWithEvents(fd, evs)
+		eventFDs = append(eventFDs, fd)
 	}
 	if c.asyncFD >= 0 {
 		d := uapi.IbUverbsAsyncEventDesc{EventType: uapi.IB_EVENT_DEVICE_FATAL}
 		replaceWithEvents(c.asyncFD, bytesOf(&d))
+		eventFDs = append(eventFDs, c.asyncFD)
 	}
 	// The mappings of the command fd hold the kernel file too: anonymous
 	// memory takes their place at the same address, so a data path that
@@ -197,7 +200,21 @@ func (c *Context) deviceRemoved() {
 		_ = unix.Dup3(null, c.cmd.fd, unix.O_CLOEXEC)
 		_ = unix.Close(null)
 	}
+	c.mu.Unlock()
+	// Threads still blocked in read() on the old event files: outside
+	// c.mu, since waking them may take a while.
+	if wake := WakeBlockedReaders; wake != nil {
+		wake(eventFDs)
+	}
 }
+
+// WakeBlockedReaders, when set, is called by a removal with the event fds it
+// replaced (the async fd, the completion channels), to wake the threads
+// still blocked in read() on the old files, which the replacement cannot
+// reach. The provider's front library sets it (cshim/gopart/wake.go: a
+// real-time signal without SA_RESTART); a Go program using this package
+// directly reads its events its own way and may leave it nil.
+var WakeBlockedReaders func(fds []int)
 
 // replaceWithEvents puts, atomically for other threads (dup3), a pipe holding
 // evs at fd's number. Its write end is closed, so a read after the events

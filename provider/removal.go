@@ -227,8 +227,8 @@ var WakeBlockedReaders func(fds []int)
 // Every epoll set that watched the old file at fd gets the pipe in its place,
 // with the same events and data (from /proc/self/fdinfo), so an epoll loop
 // on the fd (UCX's on the async fd) wakes: dup3 releases the old file, and
-// epoll forgets a released file. A thread already blocked in read() or
-// poll() on the old file stays with it: dup3 cannot wake it.
+// epoll forgets a released file. A thread already blocked in read() on the
+// old file stays with it (dup3 cannot wake it): WakeBlockedReaders does.
 func replaceWithEvents(fd int, evs []byte) {
 	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,19 +142,31 @@ var removalLog io.Writer = os.Stderr
 // deviceRemoved is the disassociate: EIO first, so no new command starts;
 // then the caller's data path stops; then the events; then the kernel's
 // files and mappings are released.
+//
+// Lock order (docs/DESIGN.md, "Lock order"): a verb may run while its caller
+// holds a data-path lock (a CQ resize holds the engine's CQ lock across
+// RESIZE_CQ, an rxe start_poll holder may call any verb), and onRemoved
+// takes the handle table's and the data path's locks. So c.mu is not held
+// while onRemoved runs: the gone mark alone turns every later command into
+// EIO, and a command that already holds c.mu finishes first.
 func (c *Context) deviceRemoved() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed || c.gone.Swap(true) {
+		c.mu.Unlock()
 		return
 	}
+	onRemoved := c.onRemoved
+	c.mu.Unlock()
 	fmt.Fprintf(removalLog, "libusb4_rdma: %s: device removed (cable pulled or module unloaded); every verb now fails with EIO\n", c.info.Name)
-	if c.onRemoved != nil {
-		c.onRemoved()
+	if onRemoved != nil {
+		onRemoved()
 	}
-	if !c.realFDs {
-		return // a fake kernel's fds are not the process's
+	c.mu.Lock()
+	if c.closed || !c.realFDs {
+		c.mu.Unlock()
+		return // closed meanwhile; or a fake kernel's fds are not the process's
 	}
+	var eventFDs []int
 	// Comp channels: one event per CQ bound to each, so a thread waiting in
 	// ibv_get_cq_event wakes, polls, and sees EIO.
 	perChannel := map[int][]byte{}
@@ -165,10 +179,12 @@ func (c *Context) deviceRemoved() {
 	}
 	for fd, evs := range perChannel {
 		replaceWithEvents(fd, evs)
+		eventFDs = append(eventFDs, fd)
 	}
 	if c.asyncFD >= 0 {
 		d := uapi.IbUverbsAsyncEventDesc{EventType: uapi.IB_EVENT_DEVICE_FATAL}
 		replaceWithEvents(c.asyncFD, bytesOf(&d))
+		eventFDs = append(eventFDs, c.asyncFD)
 	}
 	// The mappings of the command fd hold the kernel file too: anonymous
 	// memory takes their place at the same address, so a data path that
@@ -184,26 +200,117 @@ func (c *Context) deviceRemoved() {
 		_ = unix.Dup3(null, c.cmd.fd, unix.O_CLOEXEC)
 		_ = unix.Close(null)
 	}
+	c.mu.Unlock()
+	// Threads still blocked in read() on the old event files: outside
+	// c.mu, since waking them may take a while.
+	if wake := WakeBlockedReaders; wake != nil {
+		wake(eventFDs)
+	}
 }
+
+// WakeBlockedReaders, when set, is called by a removal with the event fds it
+// replaced (the async fd, the completion channels), to wake the threads
+// still blocked in read() on the old files, which the replacement cannot
+// reach. The provider's front library sets it (cshim/gopart/wake.go: a
+// real-time signal without SA_RESTART); a Go program using this package
+// directly reads its events its own way and may leave it nil.
+var WakeBlockedReaders func(fds []int)
 
 // replaceWithEvents puts, atomically for other threads (dup3), a pipe holding
 // evs at fd's number. Its write end is closed, so a read after the events
 // gets 0 bytes, which libibverbs turns into an error, instead of blocking.
-// The old file's status flags (O_NONBLOCK) carry over. A thread already
-// blocked in read() on the old file stays with it: dup3 cannot wake it.
+// The old file's status flags (O_NONBLOCK) carry over. The pipe is grown to
+// hold evs where the system allows (fs/pipe-max-size); events beyond what it
+// holds are dropped, never waited for: a reader past the last one sees end
+// of file, an error too.
+//
+// Every epoll set that watched the old file at fd gets the pipe in its place,
+// with the same events and data (from /proc/self/fdinfo), so an epoll loop
+// on the fd (UCX's on the async fd) wakes: dup3 releases the old file, and
+// epoll forgets a released file. A thread already blocked in read() on the
+// old file stays with it (dup3 cannot wake it): WakeBlockedReaders does.
 func replaceWithEvents(fd int, evs []byte) {
 	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 	if err != nil {
 		return
 	}
+	watchers := epollWatchers(fd)
 	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|(flags&unix.O_NONBLOCK)); err != nil {
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		return
 	}
-	_, _ = unix.Write(p[1], evs)
+	if len(evs) > 4096 {
+		_, _ = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, len(evs))
+	}
+	for len(evs) > 0 {
+		n, err := unix.Write(p[1], evs)
+		if err != nil || n <= 0 {
+			break // full: the rest are dropped
+		}
+		evs = evs[n:]
+	}
 	_ = unix.Close(p[1])
+	if flags&unix.O_NONBLOCK == 0 {
+		_, _ = unix.FcntlInt(uintptr(p[0]), unix.F_SETFL, flags&^unix.O_NONBLOCK)
+	}
 	_ = unix.Dup3(p[0], fd, unix.O_CLOEXEC)
 	_ = unix.Close(p[0])
+	for _, w := range watchers {
+		ev := unix.EpollEvent{Events: w.events, Fd: int32(uint32(w.data)), Pad: int32(uint32(w.data >> 32))}
+		_ = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	}
+}
+
+// epollWatcher is one epoll set's registration of a file descriptor.
+type epollWatcher struct {
+	epfd   int
+	events uint32
+	data   uint64
+}
+
+// epollWatchers lists the process's epoll sets that watch fd, with the
+// events and data each registered, from /proc/self/fdinfo (fs/eventpoll.c
+// ep_show_fdinfo: "tfd: %8d events: %8x data: %16llx ...").
+func epollWatchers(fd int) []epollWatcher {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil
+	}
+	var out []epollWatcher
+	for _, e := range ents {
+		epfd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err != nil || l != "anon_inode:[eventpoll]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		out = append(out, parseEpollFdinfo(epfd, fd, string(info))...)
+	}
+	return out
+}
+
+// parseEpollFdinfo picks the registrations of fd out of an epoll fdinfo.
+func parseEpollFdinfo(epfd, fd int, info string) []epollWatcher {
+	var out []epollWatcher
+	for _, line := range strings.Split(info, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[0] != "tfd:" || f[2] != "events:" || f[4] != "data:" {
+			continue
+		}
+		tfd, err1 := strconv.Atoi(f[1])
+		ev, err2 := strconv.ParseUint(f[3], 16, 32)
+		data, err3 := strconv.ParseUint(f[5], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil || tfd != fd {
+			continue
+		}
+		out = append(out, epollWatcher{epfd: epfd, events: uint32(ev), data: data})
+	}
+	return out
 }
 
 // removedGate answers EIO for every command on a removed device's command

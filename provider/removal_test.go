@@ -197,3 +197,138 @@ func TestRemovalWatcherLifecycle(t *testing.T) {
 }
 
 var usb4Drv = Driver{Kind: DriverUSB4, ID: uapi.RDMA_DRIVER_UNKNOWN}
+
+// unblocked waits for ch, failing the test when it does not close within a
+// minute: what it waits for hangs when the defect is back.
+func unblocked(t *testing.T, what string, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: still blocked after a minute", what)
+	}
+}
+
+// More completion events than a pipe holds (8192 CQs on one channel: 64 KiB
+// of 8-byte events) must not block the removal: the events that fit are
+// delivered, then end of file.
+func TestReplaceWithEventsMoreThanAPipeHolds(t *testing.T) {
+	r, _ := testPipe(t)
+	const n = 20000
+	evs := make([]byte, 0, n*uapi.SizeofIbUverbsCompEventDesc)
+	for i := range n {
+		d := uapi.IbUverbsCompEventDesc{CqHandle: uint64(i)}
+		evs = append(evs, bytesOf(&d)...)
+	}
+	replaced := make(chan struct{})
+	go func() {
+		replaceWithEvents(r, evs)
+		close(replaced)
+	}()
+	unblocked(t, "replaceWithEvents with 20000 events", replaced)
+	got := 0
+	buf := make([]byte, 1<<16)
+	for {
+		m, err := unix.Read(r, buf)
+		if err != nil {
+			t.Fatalf("read after %d events: %v", got, err)
+		}
+		if m == 0 {
+			break
+		}
+		got += m
+	}
+	if got%uapi.SizeofIbUverbsCompEventDesc != 0 || got/uapi.SizeofIbUverbsCompEventDesc < 8192 {
+		t.Fatalf("read %d bytes, want whole events, at least 8192", got)
+	}
+}
+
+// An epoll loop on the async fd (UCX puts the O_NONBLOCK async fd into its
+// epoll set) learns of the removal: the replacement is registered in every
+// epoll set that watched the old file, with the same events and data.
+func TestReplaceWithEventsWakesEpoll(t *testing.T) {
+	r, _ := testPipe(t)
+	if err := unix.SetNonblock(r, true); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(ep) })
+	const data = 0x1234_5678_9abc
+	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, r, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(data & 0xffffffff), Pad: int32(data >> 32)}); err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan struct{})
+	var got []unix.EpollEvent
+	go func() {
+		defer close(woke)
+		evs := make([]unix.EpollEvent, 4)
+		for {
+			n, err := unix.EpollWait(ep, evs, -1)
+			if err == unix.EINTR {
+				continue
+			}
+			if err == nil {
+				got = evs[:n]
+			}
+			return
+		}
+	}()
+	time.Sleep(10 * time.Millisecond) // mostly inside epoll_wait by now; either way it must see the event
+	d := uapi.IbUverbsAsyncEventDesc{EventType: uapi.IB_EVENT_DEVICE_FATAL}
+	replaceWithEvents(r, bytesOf(&d))
+	unblocked(t, "epoll_wait on the replaced async fd", woke)
+	if len(got) != 1 || got[0].Events&unix.EPOLLIN == 0 || uint64(uint32(got[0].Fd))|uint64(got[0].Pad)<<32 != data {
+		t.Fatalf("epoll reported %+v, want EPOLLIN with data %#x", got, uint64(data))
+	}
+	buf := make([]byte, 64)
+	if n, err := unix.Read(r, buf); err != nil || n != uapi.SizeofIbUverbsAsyncEventDesc ||
+		binary.LittleEndian.Uint32(buf[8:]) != uapi.IB_EVENT_DEVICE_FATAL {
+		t.Fatalf("read after the wake: %d, %v", n, err)
+	}
+	if fl, err := unix.FcntlInt(uintptr(r), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK == 0 {
+		t.Errorf("replacement lost O_NONBLOCK: %#x, %v", fl, err)
+	}
+}
+
+// Lock order (DESIGN.md): a verb on the context may run while the caller
+// holds a data-path lock (CQ resize holds the engine's CQ lock across
+// RESIZE_CQ), and the removal callback takes data-path locks. So the
+// watcher must not hold the context's lock while the callback runs, or a
+// resize during the removal deadlocks both.
+func TestRemovalCallbackOutsideContextLock(t *testing.T) {
+	k := newFakeKernel()
+	c := openFake(t, k, usb4Drv)
+	cq, err := c.CreateCQ(CQAttr{CQE: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var engine sync.Mutex // stands for the engine's CQ lock
+	engine.Lock()
+	inCallback := make(chan struct{})
+	c.onRemoved = func() {
+		close(inCallback)
+		engine.Lock() // MarkGone waits for the resize
+		defer engine.Unlock()
+	}
+	removed := make(chan struct{})
+	go func() {
+		c.deviceRemoved()
+		close(removed)
+	}()
+	unblocked(t, "removal callback", inCallback)
+	// The resize, holding the engine lock, now runs its kernel command.
+	resized := make(chan struct{})
+	go func() {
+		if _, err := cq.Resize(8); !errors.Is(err, unix.EIO) {
+			t.Errorf("resize during removal: %v, want EIO", err)
+		}
+		engine.Unlock()
+		close(resized)
+	}()
+	unblocked(t, "resize_cq while the removal runs", resized)
+	unblocked(t, "removal", removed)
+	_ = c.Close()
+}

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -60,7 +61,14 @@ func closeContext(ctx *provider.Context) {
 
 // markEngineGone stops the data path of every object of ctx: the device was
 // removed (provider/removal.go), so posts and polls answer EIO from now on,
-// without reaching the command fd or the rings.
+// without reaching the command fd or the rings. Then the rings the engine
+// mapped from the command fd become anonymous memory, so they stop holding
+// the kernel's file. Lock order (docs/DESIGN.md): this runs holding no
+// context lock; it holds the handle table only around calls that wait for
+// nothing (atomic marks, trylock), because a thread holding an engine lock
+// may call a verb, which takes the handle table. A ring whose object is held
+// (an rxe start_poll holder, a resize) is retried, with the table released
+// in between, for up to two seconds.
 func markEngineGone(ctx *provider.Context) {
 	handles.eachOwnedBy(ctx, func(v any) {
 		switch e := v.(type) {
@@ -78,6 +86,33 @@ func markEngineGone(ctx *provider.Context) {
 			}
 		}
 	})
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		busy := false
+		handles.eachOwnedBy(ctx, func(v any) {
+			switch e := v.(type) {
+			case *cqEntry:
+				if e.dp != nil && !e.dp.ReleaseMaps() {
+					busy = true
+				}
+			case *qpEntry:
+				if e.dp != nil {
+					e.dp.ReleaseMaps()
+				}
+			case *srqEntry:
+				if e.dp != nil && !e.dp.ReleaseMaps() {
+					busy = true
+				}
+			}
+		})
+		if !busy {
+			return
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "libusb4_rdma: %s: a CQ or SRQ stayed held for 2 s after the removal; its ring stays mapped until it is destroyed\n",
+				ctx.Device().Name)
+			return
+		}
+	}
 }
 
 //export usb4goWarm

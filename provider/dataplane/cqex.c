@@ -28,8 +28,7 @@ void usb4v_cq_cursor_destroy(struct usb4v_cq_cursor *c)
 
 static void hold(struct usb4v_cq_cursor *c, int mode)
 {
-	c->owner = pthread_self();
-	__atomic_store_n(&c->mode, mode, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->mode, mode, __ATOMIC_RELEASE);
 }
 
 static void unhold(struct usb4v_cq_cursor *c)
@@ -105,7 +104,7 @@ int usb4v_cq_start_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c)
 	switch (cq->backend) {
 	case USB4V_BACKEND_RXE:
 		pthread_spin_lock(&cq->lock);
-		if (__builtin_expect(cq->slow == 0, 1)) {
+		if (__builtin_expect(__atomic_load_n(&cq->slow, __ATOMIC_RELAXED) == 0, 1)) {
 			struct usb4v_rxe_queue_buf *q = cq->rxe.buf;
 			rc = ring_read(cq, c, __atomic_load_n(&q->consumer_index, __ATOMIC_RELAXED));
 			if (rc) {
@@ -139,10 +138,16 @@ int usb4v_cq_start_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c)
 	return 0;
 }
 
-static int held_by_me(const struct usb4v_cq_cursor *c, int *mode)
+/* A hold belongs to the cursor, not to the thread that took it: as librxe
+ * (rdma-core:providers/rxe/rxe.c cq_next_poll, cq_end_poll) next_poll and
+ * end_poll act for whichever thread calls them, so a CQ handed from the
+ * polling thread to another is released by the other's end_poll. glibc's
+ * spinlocks and default mutexes keep no owner, so the release from another
+ * thread is what librxe's spinlock does too. */
+static int held(const struct usb4v_cq_cursor *c, int *mode)
 {
-	*mode = __atomic_load_n(&c->mode, __ATOMIC_RELAXED);
-	return *mode != USB4V_CURSOR_IDLE && pthread_equal(c->owner, pthread_self());
+	*mode = __atomic_load_n(&c->mode, __ATOMIC_ACQUIRE);
+	return *mode != USB4V_CURSOR_IDLE;
 }
 
 static void release(struct usb4v_cq *cq, struct usb4v_cq_cursor *c, int mode)
@@ -159,7 +164,7 @@ static void release(struct usb4v_cq *cq, struct usb4v_cq_cursor *c, int mode)
 int usb4v_cq_next_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c)
 {
 	int mode, rc;
-	if (!cq || !c || !held_by_me(c, &mode))
+	if (!cq || !c || !held(c, &mode))
 		return EINVAL; /* no start_poll before: nothing to advance */
 	switch (mode) {
 	case USB4V_CURSOR_RING:
@@ -179,8 +184,8 @@ void usb4v_cq_end_poll(struct usb4v_cq *cq, struct usb4v_cq_cursor *c)
 	int mode;
 	if (!cq || !c)
 		return;
-	if (!held_by_me(c, &mode))
-		return; /* end_poll without start_poll: nothing held, nothing to do */
+	if (!held(c, &mode))
+		return; /* end_poll without a start_poll: nothing held, nothing to do */
 	if (mode == USB4V_CURSOR_RING)
 		ring_consume(cq, c);
 	release(cq, c, mode);
@@ -199,6 +204,13 @@ int usb4v_cq_resize_end(struct usb4v_cq *cq, int remap, uint64_t offset, size_t 
 	if (cq->backend != USB4V_BACKEND_RXE)
 		return 0;
 	int rc = 0;
+	if (remap && __atomic_load_n(&cq->maps_released, __ATOMIC_RELAXED)) {
+		/* Removed meanwhile: no new mapping of the command fd. */
+		__atomic_store_n(&cq->error, -EIO, __ATOMIC_RELAXED);
+		__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_ERROR, __ATOMIC_RELAXED);
+		remap = 0;
+		rc = -EIO;
+	}
 	if (remap) {
 		struct usb4v_rxe_ring fresh = {0};
 		rc = usb4v_rxe_ring_setup(cq->sys, cq->cmd_fd, &fresh, NULL, offset, size,
@@ -209,8 +221,8 @@ int usb4v_cq_resize_end(struct usb4v_cq *cq, int remap, uint64_t offset, size_t 
 		} else {
 			/* The kernel polls nothing from the old ring any more:
 			 * fail every poll rather than read a stale one. */
-			cq->error = rc;
-			__atomic_store_n(&cq->slow, cq->slow | USB4V_CQ_SLOW_ERROR, __ATOMIC_RELAXED);
+			__atomic_store_n(&cq->error, rc, __ATOMIC_RELAXED);
+			__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_ERROR, __ATOMIC_RELAXED);
 		}
 	}
 	pthread_spin_unlock(&cq->lock);

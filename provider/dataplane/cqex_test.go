@@ -2,7 +2,9 @@ package dataplane
 
 import (
 	"errors"
+	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -222,5 +224,79 @@ func TestCQResizeRxe(t *testing.T) {
 	defer k.Free()
 	if _, err := k.Start(); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("start_poll after a failed remap: %v", err)
+	}
+}
+
+// done waits for ch, failing the test when it does not close within a
+// minute: what it waits for hangs when the defect is back.
+func done(t *testing.T, what string, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: still blocked after a minute", what)
+	}
+}
+
+// end_poll from another thread than start_poll's releases the CQ, as
+// librxe's (rdma-core:providers/rxe/rxe.c cq_end_poll unlocks whoever
+// calls it): an application that hands a CQ between threads must not leave
+// every later poller spinning.
+func TestCQExEndPollOtherThread(t *testing.T) {
+	check := func(t *testing.T, cq *CQ, produce func(n int)) {
+		k := cq.NewCursor()
+		defer k.Free()
+		produce(2)
+		started := make(chan struct{})
+		go func() {
+			runtime.LockOSThread() // the holder's thread ends with the goroutine
+			if _, err := k.Start(); err != nil {
+				t.Errorf("start: %v", err)
+			}
+			close(started)
+		}()
+		done(t, "start_poll", started)
+		ended := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			k.End()
+			close(ended)
+		}()
+		done(t, "end_poll", ended)
+		polled := make(chan struct{})
+		var n int
+		var err error
+		go func() {
+			n, err = cq.Poll(make([]WC, 4))
+			close(polled)
+		}()
+		done(t, "poll_cq after end_poll on another thread", polled)
+		if err != nil || n != 1 {
+			t.Fatalf("poll after a cross-thread end_poll: %d, %v; want the one left", n, err)
+		}
+	}
+	t.Run("rxe", func(t *testing.T) {
+		e := newRxeEnv(t, QPTypeRC, false)
+		check(t, e.cq, func(n int) {
+			for i := 0; i < n; i++ {
+				produceRxeCQE(t, e.f, uint64(70+i))
+			}
+		})
+	})
+	for _, m := range []string{"kcmd", "cqring"} {
+		t.Run(m, func(t *testing.T) {
+			e := newUSB4Env(t, m, 64)
+			check(t, e.cqB, func(n int) {
+				for i := 0; i < n; i++ {
+					if err := e.qpB.PostRecv([]RecvWR{{WrID: uint64(100 + i), SGEs: []SGE{e.sgeB(i*64, 64)}}}); err != nil {
+						t.Fatal(err)
+					}
+					if err := e.qpA.PostSend([]SendWR{{WrID: uint64(i), Opcode: WRSend, SGEs: []SGE{e.sgeA(i*64, 8)}}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		})
 	}
 }

@@ -99,7 +99,7 @@ int usb4v_cq_try_shm(struct usb4v_cq *cq, const struct usb4v_tbv_uresp_create_cq
 	cq->shm.head = cq->shm.consumed % hdr->cqe;
 	cq->shm.map_len = (size_t)tail->map_len;
 	cq->backend = USB4V_BACKEND_CQRING;
-	cq->slow |= USB4V_CQ_SLOW_BACKEND;
+	__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_BACKEND, __ATOMIC_RELAXED);
 	pthread_spin_unlock(&cq->lock);
 	cq->fallback_reason[0] = 0;
 	return 1;
@@ -110,16 +110,16 @@ int usb4v_shm_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 {
 	struct usb4v_tbv_cq_shm *hdr = cq->shm.hdr;
 	if (__atomic_load_n(&hdr->ovf_seq, __ATOMIC_RELAXED) != 0) {
-		cq->error = -EIO;
-		cq->slow |= USB4V_CQ_SLOW_ERROR;
+		__atomic_store_n(&cq->error, -EIO, __ATOMIC_RELAXED);
+		__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_ERROR, __ATOMIC_RELAXED);
 		return -EIO;
 	}
 	uint32_t produced = __atomic_load_n(&hdr->produced, __ATOMIC_ACQUIRE);
 	uint32_t avail = produced - cq->shm.consumed;
 	if (avail > cq->shm.cqe) {
 		/* A writer broke the protocol; nothing in the ring can be trusted. */
-		cq->error = -EIO;
-		cq->slow |= USB4V_CQ_SLOW_ERROR;
+		__atomic_store_n(&cq->error, -EIO, __ATOMIC_RELAXED);
+		__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_ERROR, __ATOMIC_RELAXED);
 		return -EIO;
 	}
 	uint32_t n = avail < (uint32_t)ne ? avail : (uint32_t)ne;

@@ -209,7 +209,7 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	qp->dv = dv;
 	qp->dv_next = cq->dv_qps;
 	cq->dv_qps = qp;
-	cq->slow |= USB4V_CQ_SLOW_DV;
+	__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_DV, __ATOMIC_RELAXED);
 	qp->send_backend = USB4V_BACKEND_DV;
 	pthread_spin_unlock(&cq->lock);
 	qp->fallback_reason[0] = 0;
@@ -411,11 +411,65 @@ int usb4v_dv_kick_mode(const struct usb4v_qp *qp)
 	return qp->dv ? __atomic_load_n(&qp->dv->kick, __ATOMIC_RELAXED) : -1;
 }
 
+/* dv_batch_fits: for a whole-batch post (ibv_wr_complete), whether every
+ * WR of the list encodes and the SQ and the DV CQ have room for all of them;
+ * 0 or the errno, with *bad set. Caller holds post_mu. */
+static int dv_batch_fits(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad)
+{
+	struct usb4v_dv *dv = qp->dv;
+	uint32_t n = 0, nsig = 0;
+	for (struct usb4v_ibv_send_wr *p = wr; p; p = p->next) {
+		struct usb4v_usb4_rdma_dv_wqe wqe;
+		int enc = usb4v_dv_encode_wqe(p, dv->caps, dv->gen, &wqe);
+		if (enc) {
+			if (enc == EOPNOTSUPP)
+				log_refusal(qp, p);
+			*bad = p;
+			return enc;
+		}
+		n++;
+		if (qp->sq_sig_all || (p->send_flags & USB4V_SEND_SIGNALED))
+			nsig++;
+	}
+	uint32_t used = (dv->sq_tail - dv_sq_head(dv)) & IDX_MASK;
+	if (used + n > dv->sq_entries && dv->kick == USB4V_DV_KICK_NEVER) {
+		/* As post_send does for a full SQ: a drain rather than a
+		 * failure when the poller should have emptied it. */
+		int k = dv_kick(qp, usb4v_dv_pack(dv->sq_tail, dv->gen));
+		if (k) {
+			*bad = wr;
+			return k;
+		}
+		used = (dv->sq_tail - dv_sq_head(dv)) & IDX_MASK;
+	}
+	uint32_t inflight = __atomic_load_n(&dv->signaled_inflight, __ATOMIC_ACQUIRE);
+	if (used > dv->sq_entries || n > dv->sq_entries - used || inflight > dv->cq_entries ||
+	    nsig > dv->cq_entries - inflight) {
+		*bad = wr;
+		return ENOMEM;
+	}
+	return 0;
+}
+
+static int dv_post(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad, int whole);
+
 int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad)
+{
+	return dv_post(qp, wr, bad, 0);
+}
+
+int usb4v_dv_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad)
+{
+	return dv_post(qp, wr, bad, 1);
+}
+
+static int dv_post(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad, int whole)
 {
 	struct usb4v_dv *dv = qp->dv;
 	int rc = 0, pending_kick = 0;
 	pthread_mutex_lock(&dv->post_mu);
+	if (whole && (rc = dv_batch_fits(qp, wr, bad)) != 0)
+		wr = NULL; /* nothing of it goes out */
 	for (; wr; wr = wr->next) {
 		int signaled = qp->sq_sig_all || (wr->send_flags & USB4V_SEND_SIGNALED);
 		struct usb4v_usb4_rdma_dv_wqe wqe;
@@ -516,7 +570,7 @@ int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 			fprintf(stderr, "libusb4_rdma: qp 0x%x: the kernel's DV cq_tail is more than %u CQEs "
 					"ahead of ours; send CQ marked broken (EIO)\n", qp->qp_num, dv->cq_entries);
 			cq->error = -EIO;
-			cq->slow |= USB4V_CQ_SLOW_ERROR;
+			__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_ERROR, __ATOMIC_RELAXED);
 			return n ? n : -EIO; /* what was copied is delivered; the next poll says EIO */
 		}
 	}

@@ -192,6 +192,26 @@ int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 	}
 }
 
+int usb4v_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
+			  struct usb4v_ibv_send_wr **bad_wr)
+{
+	if (!qp || !bad_wr || !wr)
+		return EINVAL;
+	*bad_wr = NULL;
+	if (__atomic_load_n(&qp->gone, __ATOMIC_RELAXED)) {
+		*bad_wr = wr;
+		return EIO;
+	}
+	switch (qp->send_backend) {
+	case USB4V_BACKEND_KCMD:
+		return usb4v_kcmd_post_send_whole(qp, wr, bad_wr);
+	case USB4V_BACKEND_DV:
+		return usb4v_dv_post_send_whole(qp, wr, bad_wr);
+	default:
+		return usb4v_post_send(qp, wr, bad_wr);
+	}
+}
+
 int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
 		    struct usb4v_ibv_recv_wr **bad_wr)
 {
@@ -238,9 +258,9 @@ int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
 	switch (srq->backend) {
 	case USB4V_BACKEND_RXE:
 		pthread_mutex_lock(&srq->lock);
-		if (srq->ring_error) {
+		rc = __atomic_load_n(&srq->ring_error, __ATOMIC_RELAXED);
+		if (rc) {
 			*bad_wr = wr;
-			rc = srq->ring_error;
 		} else {
 			rc = usb4v_rxe_post_recv(&srq->rq, srq->max_sge, wr, bad_wr);
 		}
@@ -295,7 +315,7 @@ int usb4v_poll_cq_kcmd_held(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc
 	ne -= s;
 	wc += s;
 	pthread_spin_lock(&cq->lock);
-	int n = cq->error;
+	int n = __atomic_load_n(&cq->error, __ATOMIC_RELAXED);
 	/* DV QPs feed this CQ: their send completions come from their DV CQs,
 	 * everything else (receives, other QPs) from the backend. */
 	if (n == 0 && cq->dv_qps)
@@ -329,7 +349,7 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 		return n;
 	}
 	pthread_spin_lock(&cq->lock);
-	int n = cq->error;
+	int n = __atomic_load_n(&cq->error, __ATOMIC_RELAXED);
 	if (n == 0 && cq->dv_qps)
 		n = usb4v_dv_poll_merge(cq, ne, wc);
 	int m = 0;
@@ -359,32 +379,91 @@ int usb4v_req_notify_cq(struct usb4v_cq *cq, int solicited_only)
 
 /* ---- device removal ---- */
 
+/* Marking gone takes no engine lock (docs/DESIGN.md, "Lock order"): the
+ * removal runs with the Go part's handle table held, and a thread holding
+ * cq->lock (an rxe start_poll holder), poll_mu or srq->lock (a resize, across
+ * its kernel command) may call a verb, which needs that table. The marks are
+ * atomic; a poller or poster already past its check finishes on rings that
+ * stay mapped (the removal replaces them with anonymous memory, never
+ * unmaps them) and a command fd that answers errors. */
 void usb4v_cq_mark_gone(struct usb4v_cq *cq)
 {
 	if (!cq)
 		return;
-	/* Pollers read error under lock first (the rxe fast path reads slow
-	 * under it), so none touches the ring or the command fd afterwards. */
-	pthread_spin_lock(&cq->lock);
-	cq->error = -EIO;
-	__atomic_store_n(&cq->slow, cq->slow | USB4V_CQ_SLOW_ERROR | USB4V_CQ_SLOW_GONE,
-			 __ATOMIC_RELAXED);
-	pthread_spin_unlock(&cq->lock);
+	__atomic_store_n(&cq->error, -EIO, __ATOMIC_RELAXED);
+	__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_ERROR | USB4V_CQ_SLOW_GONE, __ATOMIC_SEQ_CST);
 }
 
 void usb4v_qp_mark_gone(struct usb4v_qp *qp)
 {
 	if (qp)
-		__atomic_store_n(&qp->gone, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&qp->gone, 1, __ATOMIC_SEQ_CST);
 }
 
 void usb4v_srq_mark_gone(struct usb4v_srq *srq)
 {
-	if (!srq)
+	if (srq)
+		__atomic_store_n(&srq->ring_error, EIO, __ATOMIC_SEQ_CST);
+}
+
+/* Releasing the mappings at removal. Every ring the engine mapped from the
+ * command fd holds the kernel's file: as long as one stays mapped, the
+ * unregistration of a driver without disassociate_ucontext (rxe, the usb4
+ * module) waits for this process (linux:drivers/infiniband/core/uverbs_main.c
+ * ib_uverbs_remove_one). Anonymous memory takes each ring's place at the same
+ * address (one mmap, atomic for other threads: a late reader sees zeros, an
+ * empty ring, never a fault); free unmaps it as before. Only real mappings
+ * are replaced (a test double's sys maps its own memory); maps_released
+ * records that the object let go. The rings a resize swaps (rxe CQ, SRQ)
+ * change under the object's lock, so those are replaced under it, taken
+ * with trylock: EBUSY asks the caller to come back (a start_poll holder or a
+ * resize has it, and may need the caller's locks to finish). */
+static void ring_to_anon(const struct usb4v_sys *sys, void *addr, size_t len)
+{
+	if (!addr || !len || sys != &libc_sys)
 		return;
-	pthread_mutex_lock(&srq->lock);
-	__atomic_store_n(&srq->ring_error, EIO, __ATOMIC_RELAXED);
+	(void)mmap(addr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+}
+
+static void rxe_ring_to_anon(const struct usb4v_sys *sys, const struct usb4v_rxe_ring *r)
+{
+	if (r->buf && r->owned)
+		ring_to_anon(sys, r->buf, r->map_len);
+}
+
+int usb4v_cq_release_maps(struct usb4v_cq *cq)
+{
+	if (!cq || __atomic_load_n(&cq->maps_released, __ATOMIC_ACQUIRE))
+		return 0;
+	if (pthread_spin_trylock(&cq->lock))
+		return EBUSY;
+	rxe_ring_to_anon(cq->sys, &cq->rxe);
+	if (cq->shm.hdr)
+		ring_to_anon(cq->sys, cq->shm.hdr, cq->shm.map_len);
+	__atomic_store_n(&cq->maps_released, 1, __ATOMIC_RELEASE);
+	pthread_spin_unlock(&cq->lock);
+	return 0;
+}
+
+void usb4v_qp_release_maps(struct usb4v_qp *qp)
+{
+	/* A QP's rings are mapped at attach and unmapped at free only. */
+	if (!qp || __atomic_exchange_n(&qp->maps_released, 1, __ATOMIC_ACQ_REL))
+		return;
+	rxe_ring_to_anon(qp->sys, &qp->sq);
+	rxe_ring_to_anon(qp->sys, &qp->rq);
+}
+
+int usb4v_srq_release_maps(struct usb4v_srq *srq)
+{
+	if (!srq || __atomic_load_n(&srq->maps_released, __ATOMIC_ACQUIRE))
+		return 0;
+	if (pthread_mutex_trylock(&srq->lock))
+		return EBUSY;
+	rxe_ring_to_anon(srq->sys, &srq->rq);
+	__atomic_store_n(&srq->maps_released, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&srq->lock);
+	return 0;
 }
 
 /* ---- lifecycle ---- */
@@ -455,7 +534,7 @@ int usb4v_cq_attach_rxe(struct usb4v_cq *cq, void *addr, uint64_t offset, size_t
 	if (rc == 0) {
 		pthread_spin_lock(&cq->lock);
 		cq->backend = USB4V_BACKEND_RXE;
-		cq->slow &= ~(uint32_t)USB4V_CQ_SLOW_BACKEND;
+		__atomic_fetch_and(&cq->slow, ~(uint32_t)USB4V_CQ_SLOW_BACKEND, __ATOMIC_RELAXED);
 		pthread_spin_unlock(&cq->lock);
 	}
 	return rc;
@@ -513,6 +592,12 @@ void usb4v_srq_resize_begin(struct usb4v_srq *srq)
 int usb4v_srq_resize_end(struct usb4v_srq *srq, int remap, uint64_t offset, size_t size)
 {
 	int rc = 0;
+	if (remap && srq->backend == USB4V_BACKEND_RXE && __atomic_load_n(&srq->maps_released, __ATOMIC_RELAXED)) {
+		/* Removed meanwhile: no new mapping of the command fd. */
+		__atomic_store_n(&srq->ring_error, EIO, __ATOMIC_RELAXED);
+		remap = 0;
+		rc = -EIO;
+	}
 	if (remap && srq->backend == USB4V_BACKEND_RXE) {
 		struct usb4v_rxe_ring next = {0};
 		rc = usb4v_rxe_ring_setup(srq->sys, srq->cmd_fd, &next, NULL, offset, size, srq_min_elem(srq));
@@ -522,7 +607,7 @@ int usb4v_srq_resize_end(struct usb4v_srq *srq, int remap, uint64_t offset, size
 		if (rc == 0)
 			srq->rq = next;
 		else
-			srq->ring_error = -rc;
+			__atomic_store_n(&srq->ring_error, -rc, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&srq->lock);
 	return rc;
@@ -628,7 +713,7 @@ static void qp_release(struct usb4v_qp *qp, uint32_t driver_id, int destroy_queu
 			}
 		}
 		if (!cq->dv_qps)
-			cq->slow &= ~(uint32_t)USB4V_CQ_SLOW_DV;
+			__atomic_fetch_and(&cq->slow, ~(uint32_t)USB4V_CQ_SLOW_DV, __ATOMIC_RELAXED);
 		pthread_spin_unlock(&cq->lock);
 		pthread_mutex_destroy(&qp->dv->post_mu);
 		free(qp->dv->sq);

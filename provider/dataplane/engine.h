@@ -252,6 +252,7 @@ struct usb4v_cq {
 	/* USB4V_CQ_SLOW_*: 0 exactly when poll_cq may take the rxe fast path
 	 * (rxe_ring.h usb4v_rxe_poll_cq_fast). Written under lock. */
 	uint32_t slow;
+	int maps_released; /* removal: its rings are anonymous memory now (atomic; set under lock) */
 	int error; /* latched negative errno (overrun): permanent */
 	struct usb4v_rxe_ring rxe;
 	struct {
@@ -293,6 +294,7 @@ struct usb4v_srq {
 	pthread_mutex_t lock;
 	struct usb4v_rxe_ring rq;
 	int ring_error; /* errno: a resize left no usable ring (permanent) */
+	int maps_released; /* removal: its ring is anonymous memory now (atomic; set under lock) */
 };
 
 struct usb4v_qp {
@@ -314,6 +316,7 @@ struct usb4v_qp {
 	struct usb4v_dv *dv;
 	struct usb4v_qp *dv_next;
 	int gone; /* device removed: every post fails with EIO (atomic) */
+	int maps_released; /* removal: its rings are anonymous memory now (atomic) */
 	char fallback_reason[96];
 	int kcmd_refusal_logged; /* one log line per QP for WRs kcmd.c refuses */
 	struct usb4v_wrex *wrex; /* ibv_qp_ex batch state (wrex.c); NULL for a plain QP */
@@ -322,6 +325,9 @@ struct usb4v_qp {
 /* ---- data-path entry points ---- */
 int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 		    struct usb4v_ibv_send_wr **bad_wr);
+/* post_send of a whole batch or nothing (ibv_wr_complete, wrex.c). */
+int usb4v_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
+			  struct usb4v_ibv_send_wr **bad_wr);
 int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
 		    struct usb4v_ibv_recv_wr **bad_wr);
 int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
@@ -339,7 +345,8 @@ int usb4v_req_notify_cq(struct usb4v_cq *cq, int solicited_only);
  * (mapped CQ ring, DV merge, a latched error) under the cursor's mutex, one
  * usb4v_poll_cq at a time. start/next return 0, ENOENT when the CQ is
  * empty, or the errno poll_cq would return negated (the hold is then
- * released). end_poll by a thread that holds nothing is a no-op.
+ * released). The hold belongs to the cursor: next_poll and end_poll act
+ * for any thread, as librxe's do; end_poll while nothing is held is a no-op.
  */
 enum { USB4V_CQ_EX_BATCH = 16 };
 enum {
@@ -350,7 +357,6 @@ enum {
 };
 struct usb4v_cq_cursor {
 	int mode;              /* USB4V_CURSOR_*, atomic: what the holder took */
-	pthread_t owner;       /* the holder, valid while mode != IDLE */
 	uint32_t cons;         /* RING: ring index of cur, or of the next one */
 	int live;              /* RING: cur still occupies slot cons */
 	pthread_mutex_t mu;    /* GENERIC */
@@ -426,6 +432,13 @@ void usb4v_qp_free_destroyed(struct usb4v_qp *qp);
 void usb4v_cq_mark_gone(struct usb4v_cq *cq);
 void usb4v_qp_mark_gone(struct usb4v_qp *qp);
 void usb4v_srq_mark_gone(struct usb4v_srq *srq);
+/* After mark_gone: the rings mapped from the command fd become anonymous
+ * memory, so they no longer hold the kernel's file (engine.c). 0, or EBUSY
+ * when the object's lock is held: call again later, holding none of the
+ * locks a verb takes. */
+int usb4v_cq_release_maps(struct usb4v_cq *cq);
+void usb4v_qp_release_maps(struct usb4v_qp *qp);
+int usb4v_srq_release_maps(struct usb4v_srq *srq);
 
 const char *usb4v_backend_name(int backend);
 /* The QP's USB4V_DV_KICK_* (-1 without a DV queue), for tests and logs. */
@@ -533,6 +546,8 @@ int usb4v_rxe_post_recv(struct usb4v_rxe_ring *rq, uint32_t max_sge, struct usb4
 			struct usb4v_ibv_recv_wr **bad);
 int usb4v_rxe_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 int usb4v_kcmd_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
+/* The whole list in one command, or nothing (ibv_wr_complete). */
+int usb4v_kcmd_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
 int usb4v_kcmd_post_recv(const struct usb4v_sys *sys, int fd, uint32_t cmd, uint32_t handle,
 			 struct usb4v_ibv_recv_wr *wr, struct usb4v_ibv_recv_wr **bad);
 int usb4v_kcmd_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
@@ -541,6 +556,9 @@ int usb4v_shm_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 int usb4v_shm_validate(const struct usb4v_tbv_cq_shm *hdr, const struct usb4v_tbv_uresp_create_cq *tail,
 		       uint32_t requested_cqe, size_t mapped_len, const char **why);
 int usb4v_dv_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
+/* Every WR of the list or none (ibv_wr_complete): encodes and room checked
+ * first. */
+int usb4v_dv_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
 /* DV CQEs of the CQ's DV QPs: a count, or -EIO (latched on cq). */
 int usb4v_dv_poll_merge(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 /* The DV caps an RC or UC QP needs before it gets a DV queue. */

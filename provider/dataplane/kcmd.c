@@ -164,6 +164,80 @@ int usb4v_kcmd_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, stru
 	return 0;
 }
 
+/* usb4v_kcmd_post_send_whole posts wr's list in one POST_SEND command or
+ * not at all, for ibv_wr_complete (ibv_wr_post(3): on an error the entire
+ * posting is aborted): every WR is checked before the command, and a list
+ * longer than post_send's 16-WR chunks goes in one larger command instead
+ * of several. What the kernel does with the command is the kernel's:
+ * ib_uverbs_post_send hands the driver the whole list. */
+int usb4v_kcmd_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad)
+{
+	size_t nwr = 0, nsge = 0;
+	for (struct usb4v_ibv_send_wr *p = wr; p; p = p->next) {
+		const char *why = kcmd_send_wr_refusal(qp, p);
+		if (why) {
+			kcmd_log_refusal(qp, p, why);
+			*bad = p;
+			return EINVAL;
+		}
+		nwr++;
+		nsge += (size_t)p->num_sge;
+	}
+	if (nwr <= KCMD_MAX_WR && nsge <= KCMD_MAX_SGE)
+		return usb4v_kcmd_post_send(qp, wr, bad); /* one chunk: every WR passed */
+	struct usb4v_ib_uverbs_cmd_hdr hdr;
+	struct usb4v_ib_uverbs_post_send cmd;
+	size_t len = sizeof(hdr) + sizeof(cmd) + nwr * sizeof(struct usb4v_ib_uverbs_send_wr) +
+		     nsge * sizeof(struct usb4v_ib_uverbs_sge);
+	if (len / 4 > UINT16_MAX) { /* hdr.in_words is 16 bits */
+		*bad = wr;
+		return ENOMEM;
+	}
+	uint8_t *buf = calloc(1, len);
+	if (!buf) {
+		*bad = wr;
+		return ENOMEM;
+	}
+	struct usb4v_ib_uverbs_send_wr *u = (void *)(buf + sizeof(hdr) + sizeof(cmd));
+	struct usb4v_ib_uverbs_sge *sg = (void *)(u + nwr);
+	size_t i = 0, k = 0;
+	for (struct usb4v_ibv_send_wr *p = wr; p; p = p->next, i++) {
+		encode_send_wr(p, &u[i]);
+		if (qp->qp_type == USB4V_QPT_UD) {
+			u[i].wr.ud.ah = p->wr.ud.ah->handle;
+			u[i].wr.ud.remote_qpn = p->wr.ud.remote_qpn;
+			u[i].wr.ud.remote_qkey = p->wr.ud.remote_qkey;
+		}
+		for (int j = 0; j < p->num_sge; j++, k++) {
+			sg[k].addr = p->sg_list[j].addr;
+			sg[k].length = p->sg_list[j].length;
+			sg[k].lkey = p->sg_list[j].lkey;
+		}
+	}
+	struct usb4v_ib_uverbs_post_send_resp resp = {0};
+	memset(&hdr, 0, sizeof(hdr));
+	memset(&cmd, 0, sizeof(cmd));
+	hdr.command = USB4V_IB_USER_VERBS_CMD_POST_SEND;
+	hdr.in_words = (uint16_t)(len / 4);
+	hdr.out_words = sizeof(resp) / 4;
+	cmd.response = (uint64_t)(uintptr_t)&resp;
+	cmd.qp_handle = qp->handle;
+	cmd.wr_count = (uint32_t)nwr;
+	cmd.sge_count = (uint32_t)nsge;
+	cmd.wqe_size = sizeof(*u);
+	memcpy(buf, &hdr, sizeof(hdr));
+	memcpy(buf + sizeof(hdr), &cmd, sizeof(cmd));
+	int rc = kcmd_write(qp->sys, qp->cmd_fd, buf, len);
+	free(buf);
+	if (rc) {
+		struct usb4v_ibv_send_wr *p = wr;
+		for (uint32_t n = resp.bad_wr ? resp.bad_wr - 1 : 0; n && p->next; n--)
+			p = p->next;
+		*bad = p;
+	}
+	return rc;
+}
+
 int usb4v_kcmd_post_recv(const struct usb4v_sys *sys, int fd, uint32_t command, uint32_t handle,
 			 struct usb4v_ibv_recv_wr *wr, struct usb4v_ibv_recv_wr **bad)
 {

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -231,5 +232,177 @@ func TestGoPollWaitsForClose(t *testing.T) {
 	var wc [1]WC
 	if _, err := (&CQ{}).Poll(wc[:]); err == nil {
 		t.Error("Poll on a closed CQ succeeded")
+	}
+}
+
+// Lock order (docs/DESIGN.md): the removal marks engine objects gone while
+// it holds the handle table, and a thread that holds an engine lock may
+// call a verb, which takes the handle table (an rxe start_poll holder calls
+// a control verb; a CQ resize holds the CQ across RESIZE_CQ). So MarkGone
+// takes no engine lock and waits for no holder.
+func TestMarkGoneWaitsForNoHolder(t *testing.T) {
+	t.Run("cq held by start_poll", func(t *testing.T) {
+		e := newRxeEnv(t, QPTypeRC, false)
+		produceRxeCQE(t, e.f, 1)
+		k := e.cq.NewCursor()
+		defer k.Free()
+		held := make(chan struct{})
+		release := make(chan struct{})
+		released := make(chan struct{})
+		go func() {
+			defer close(released)
+			if _, err := k.Start(); err != nil {
+				t.Errorf("start: %v", err)
+			}
+			close(held)
+			<-release
+			k.End()
+		}()
+		done(t, "start_poll", held)
+		marked := make(chan struct{})
+		go func() {
+			e.cq.MarkGone()
+			close(marked)
+		}()
+		done(t, "MarkGone while start_poll holds the CQ", marked)
+		close(release)
+		done(t, "end_poll", released)
+		if _, err := e.cq.Poll(make([]WC, 1)); !errors.Is(err, unix.EIO) {
+			t.Fatalf("poll after MarkGone: %v, want EIO", err)
+		}
+	})
+	t.Run("cq in resize", func(t *testing.T) {
+		e := newRxeEnv(t, QPTypeRC, false)
+		in, release, resized := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(resized)
+			_ = e.cq.Resize(func() (uint64, uint32, error) {
+				close(in)
+				<-release
+				return 0, 0, unix.EIO
+			})
+		}()
+		done(t, "resize", in)
+		marked := make(chan struct{})
+		go func() {
+			e.cq.MarkGone()
+			close(marked)
+		}()
+		done(t, "MarkGone during a CQ resize", marked)
+		close(release)
+		done(t, "resize end", resized)
+		if _, err := e.cq.Poll(make([]WC, 1)); !errors.Is(err, unix.EIO) {
+			t.Fatalf("poll after MarkGone: %v, want EIO", err)
+		}
+	})
+	t.Run("srq in resize", func(t *testing.T) {
+		f := usb4double.NewRxeFake(8, 9, 8, 7, 4)
+		defer f.Close()
+		srq, err := NewSRQ(f.Sys(), 3, 2, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srq.Close()
+		if err := srq.AttachRxe(nil, usb4double.RxeRQ, f.Len(usb4double.RxeRQ)); err != nil {
+			t.Fatal(err)
+		}
+		in, release, resized := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(resized)
+			_ = srq.Resize(func() (uint64, uint32, error) {
+				close(in)
+				<-release
+				return 0, 0, unix.EIO
+			})
+		}()
+		done(t, "resize", in)
+		marked := make(chan struct{})
+		go func() {
+			srq.MarkGone()
+			close(marked)
+		}()
+		done(t, "MarkGone during an SRQ resize", marked)
+		close(release)
+		done(t, "resize end", resized)
+		if err := srq.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{{Addr: 1, Length: 1}}}}); !errors.Is(err, unix.EIO) {
+			t.Fatalf("post after MarkGone: %v, want EIO", err)
+		}
+	})
+}
+
+// At removal the rings the engine mapped from the command fd become
+// anonymous memory: /proc/self/maps no longer lists the file, so it does
+// not hold the kernel's device (ib_uverbs_remove_one waits for that). A
+// memfd stands for the command fd, with an rxe CQ ring in it.
+func TestReleaseMapsLetsTheFileGo(t *testing.T) {
+	const name = "usb4v-release-maps-test"
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Skipf("memfd_create: %v", err)
+	}
+	defer unix.Close(fd)
+	const size = 4096
+	if err := unix.Ftruncate(fd, size); err != nil {
+		t.Fatal(err)
+	}
+	var hdr [8]byte
+	hdr[0] = 6 // log2_elem_size: 64-byte entries
+	hdr[4] = 7 // index_mask: 8 entries
+	if _, err := unix.Pwrite(fd, hdr[:], 0); err != nil {
+		t.Fatal(err)
+	}
+	mapped := func() bool {
+		b, err := os.ReadFile("/proc/self/maps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Contains(b, []byte("/memfd:"+name))
+	}
+	cq, err := NewCQ(nil, fd, 1, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Close()
+	if err := cq.AttachRxe(nil, 0, size); err != nil {
+		t.Fatal(err)
+	}
+	if !mapped() {
+		t.Fatal("the ring is not mapped from the memfd")
+	}
+	cq.MarkGone()
+	k := cq.NewCursor()
+	defer k.Free()
+	if _, err := k.Start(); !errors.Is(err, unix.EIO) {
+		t.Fatalf("start_poll after MarkGone: %v, want EIO", err)
+	}
+	if !cq.ReleaseMaps() {
+		t.Fatal("ReleaseMaps busy with nothing held")
+	}
+	if mapped() {
+		t.Fatal("the memfd is still mapped after ReleaseMaps")
+	}
+	if _, err := cq.Poll(make([]WC, 1)); !errors.Is(err, unix.EIO) {
+		t.Fatalf("poll after the release: %v, want EIO", err)
+	}
+}
+
+// ReleaseMaps waits for no holder: with the rxe CQ held by start_poll it
+// reports busy, and succeeds once end_poll let go.
+func TestReleaseMapsBusyWhileHeld(t *testing.T) {
+	e := newRxeEnv(t, QPTypeRC, false)
+	produceRxeCQE(t, e.f, 1)
+	k := e.cq.NewCursor()
+	defer k.Free()
+	if _, err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.cq.MarkGone()
+	busy := e.cq.ReleaseMaps()
+	k.End()
+	if busy {
+		t.Fatal("ReleaseMaps succeeded while start_poll held the CQ")
+	}
+	if !e.cq.ReleaseMaps() {
+		t.Fatal("ReleaseMaps still busy after end_poll")
 	}
 }

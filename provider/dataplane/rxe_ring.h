@@ -72,7 +72,7 @@ static inline int rxe_poll_locked(struct usb4v_cq *cq, int ne, struct usb4v_ibv_
 static inline int usb4v_rxe_poll_cq_fast(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 {
 	pthread_spin_lock(&cq->lock);
-	if (__builtin_expect(cq->slow != 0, 0)) {
+	if (__builtin_expect(__atomic_load_n(&cq->slow, __ATOMIC_RELAXED) != 0, 0)) {
 		pthread_spin_unlock(&cq->lock);
 		return usb4v_poll_cq(cq, ne, wc);
 	}
@@ -89,7 +89,7 @@ static inline int usb4v_rxe_poll_cq_fast(struct usb4v_cq *cq, int ne, struct usb
 static inline int usb4v_rxe_start_poll_fast(struct usb4v_cq *cq, struct usb4v_cq_cursor *c)
 {
 	pthread_spin_lock(&cq->lock);
-	if (__builtin_expect(cq->slow != 0, 0)) {
+	if (__builtin_expect(__atomic_load_n(&cq->slow, __ATOMIC_RELAXED) != 0, 0)) {
 		pthread_spin_unlock(&cq->lock);
 		return usb4v_cq_start_poll(cq, c);
 	}
@@ -103,8 +103,7 @@ static inline int usb4v_rxe_start_poll_fast(struct usb4v_cq *cq, struct usb4v_cq
 	c->live = 1;
 	const void *cqe = cq->rxe.data + ((size_t)(cons & cq->rxe.mask) << cq->rxe.log2_elem);
 	usb4v_uwc_to_ibv_inline(cqe, &c->cur);
-	c->owner = pthread_self();
-	__atomic_store_n(&c->mode, USB4V_CURSOR_RING, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->mode, USB4V_CURSOR_RING, __ATOMIC_RELEASE);
 	return 0;
 }
 

@@ -9,9 +9,10 @@
  *     nothing is posted.
  *   - every other backend (usb4 kernel commands, DV): the batch is staged in
  *     per-QP memory as a list of ibv_send_wr and wr_complete hands it to
- *     usb4v_post_send, which posts it the way post_send does (one KICK per
- *     batch on DV; as few POST_SEND commands as the list needs on kernel
- *     commands).
+ *     usb4v_post_send_whole, which posts all of it or none (one KICK per
+ *     batch on DV, after checking every WR encodes and the SQ and DV CQ
+ *     have room for all; one POST_SEND command on kernel commands, after
+ *     checking every WR).
  *
  * Error rules (the API has no return value before wr_complete): the first
  * error is latched, later builders and setters of the batch do nothing, and
@@ -224,7 +225,7 @@ int usb4v_wr_complete(struct usb4v_qp *qp)
 		w->wr[i].next = &w->wr[i + 1];
 	w->wr[w->n - 1].next = NULL;
 	struct usb4v_ibv_send_wr *bad = NULL;
-	rc = usb4v_post_send(qp, w->wr, &bad);
+	rc = usb4v_post_send_whole(qp, w->wr, &bad);
 	wrex_close(qp, w);
 	return rc;
 }

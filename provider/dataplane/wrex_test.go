@@ -327,3 +327,81 @@ func TestWRexStagedOnUSB4(t *testing.T) {
 		}
 	})
 }
+
+// ibv_wr_complete posts the whole batch or nothing (rdma-core's
+// ibv_wr_post(3): on an error the entire posting is aborted). A DV batch
+// with room for its first WR only and a kernel-command batch with a WR
+// POST_SEND cannot carry after a good one post nothing; a kernel-command
+// batch longer than post_send's 16-WR chunks goes out in one command.
+func TestWRexCompleteIsAllOrNothing(t *testing.T) {
+	t.Run("dv", func(t *testing.T) {
+		e := newUSB4Env(t, "dv", 64)
+		if err := e.qpA.EnableWRex(WRExSupported(e.qpA.SendBackend(), QPTypeRC, true)); err != nil {
+			t.Fatal(err)
+		}
+		write := func(i int) SendWR {
+			return SendWR{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: addr(e.bufB), RKey: e.rkeyB,
+				SGEs: []SGE{e.sgeA(0, 8)}}
+		}
+		// Signaled WRs in flight until the DV CQ has no room for another.
+		c := 0
+		for ; c < 1<<16; c++ {
+			err := e.qpA.PostSend([]SendWR{write(c)})
+			if errors.Is(err, unix.ENOMEM) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c == 0 || c == 1<<16 {
+			t.Fatalf("%d signaled writes before ENOMEM", c)
+		}
+		pollExactly(t, e.cqA, 1) // room for exactly one
+		e.qpA.WRStart()
+		for i := 0; i < 2; i++ {
+			e.qpA.WRBuild(SendWR{WrID: uint64(1000 + i), Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: addr(e.bufB), RKey: e.rkeyB})
+			e.qpA.WRSetSGEs([]SGE{e.sgeA(0, 8)})
+		}
+		wantErrno(t, e.qpA.WRComplete(), unix.ENOMEM, "a batch of two with room for one")
+		got := pollExactly(t, e.cqA, c-1)
+		for _, w := range got {
+			if w.WrID >= 1000 {
+				t.Fatalf("a WR of the failed batch completed: %+v", w)
+			}
+		}
+		expectEmpty(t, e.cqA)
+	})
+	t.Run("kcmd", func(t *testing.T) {
+		e := newUSB4Env(t, "kcmd", 64)
+		if err := e.qpA.EnableWRex(WRExSupported(e.qpA.SendBackend(), QPTypeRC, true) | QPExWithLocalInv); err != nil {
+			t.Fatal(err)
+		}
+		writes := e.d.Writes()
+		// The kernel's POST_SEND decodes no LOCAL_INV (kcmd.c refuses it):
+		// the good write before it must not go out either.
+		e.qpA.WRStart()
+		e.qpA.WRBuild(SendWR{WrID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: addr(e.bufB), RKey: e.rkeyB})
+		e.qpA.WRSetSGEs([]SGE{e.sgeA(0, 8)})
+		e.qpA.WRBuild(SendWR{WrID: 2, Opcode: WRLocalInv, ImmData: 5})
+		wantErrno(t, e.qpA.WRComplete(), unix.EINVAL, "a batch with a LOCAL_INV on kernel commands")
+		if e.d.Writes() != writes {
+			t.Fatalf("%d POST_SEND commands for a failed batch", e.d.Writes()-writes)
+		}
+		expectEmpty(t, e.cqA)
+		// 40 WRs (more than one 16-WR command) go out whole.
+		writes = e.d.Writes() // expectEmpty's POLL_CQ is a command too
+		e.qpA.WRStart()
+		for i := 0; i < 40; i++ {
+			e.qpA.WRBuild(SendWR{WrID: uint64(100 + i), Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: addr(e.bufB), RKey: e.rkeyB})
+			e.qpA.WRSetSGEs([]SGE{e.sgeA(0, 8)})
+		}
+		if err := e.qpA.WRComplete(); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.d.Writes() - writes; n != 1 {
+			t.Fatalf("a batch of 40 took %d POST_SEND commands, want 1", n)
+		}
+		pollN(t, e.cqA, 40)
+	})
+}

@@ -11,10 +11,22 @@
 //                   down and up and deletes the rxe link. Then every later
 //                   verb must return an error (after DEVICE_FATAL) or work
 //                   (without), teardown must not crash, and the process exits 0.
+//   faults waiter async|epoll|cqevent
+//                   opens dev0 and waits the way RDMA libraries do, with no
+//                   timeout of its own: a thread blocked in ibv_get_async_event
+//                   (NCCL), an epoll loop on the O_NONBLOCK async fd (UCX), a
+//                   thread blocked in ibv_get_cq_event (gloo), while faults.sh
+//                   deletes the rxe link. It must wake with
+//                   IBV_EVENT_DEVICE_FATAL or an error, then, still alive, see
+//                   no uverbs fd or mapping of its own left and the device gone
+//                   from `rdma dev`, and tear down and exit by itself.
 #include "rel.h"
 
 #include <linux/capability.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
@@ -261,6 +273,165 @@ static int mode_watch(void)
 	return rel_exit_code();
 }
 
+// uverbs_left counts this process's fds and mappings of /dev/infiniband/uverbs*.
+static int uverbs_left(char *note, size_t len)
+{
+	int fds = 0, maps = 0;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	while (d && (de = readdir(d)) != NULL) {
+		char path[300], target[256];
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		ssize_t n = readlink(path, target, sizeof(target) - 1);
+		if (n > 0) {
+			target[n] = 0;
+			if (strstr(target, "/dev/infiniband/uverbs"))
+				fds++;
+		}
+	}
+	if (d)
+		closedir(d);
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "/dev/infiniband/uverbs"))
+			maps++;
+	if (f)
+		fclose(f);
+	snprintf(note, len, "%d uverbs fds, %d uverbs mappings", fds, maps);
+	return fds + maps;
+}
+
+// dev_listed: whether `rdma dev` still lists dev.
+static int dev_listed(const char *dev)
+{
+	char cmd[128], line[512], key[80];
+	snprintf(cmd, sizeof(cmd), "rdma dev show 2>/dev/null");
+	snprintf(key, sizeof(key), " %s:", dev);
+	FILE *p = popen(cmd, "r");
+	int found = 0;
+	while (p && fgets(line, sizeof(line), p))
+		if (strstr(line, key))
+			found = 1;
+	if (p)
+		pclose(p);
+	return found;
+}
+
+static int mode_waiter(const char *kind)
+{
+	struct rel_end A;
+	const char *what = "";
+	char name[64], note[200];
+	double t0 = rel_now();
+	int rc = rel_end_open(&A, 0, 16, 4096, &what);
+	struct ibv_comp_channel *ch = NULL;
+	struct ibv_cq *cq = NULL;
+	int ep = -1;
+	if (!rc && strcmp(kind, "cqevent") == 0) {
+		if (!(ch = ibv_create_comp_channel(A.ctx)))
+			rc = errno, what = "create_comp_channel";
+		else if (!(cq = ibv_create_cq(A.ctx, 4, NULL, ch, 0)))
+			rc = errno, what = "create_cq";
+		else if ((rc = ibv_req_notify_cq(cq, 0)) != 0)
+			what = "req_notify_cq";
+	} else if (!rc && strcmp(kind, "epoll") == 0) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0xfa17};
+		int fl = fcntl(A.ctx->async_fd, F_GETFL);
+		if (fl < 0 || fcntl(A.ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+			rc = errno, what = "O_NONBLOCK";
+		else if ((ep = epoll_create1(EPOLL_CLOEXEC)) < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, A.ctx->async_fd, &ev))
+			rc = errno, what = "epoll";
+	} else if (!rc && strcmp(kind, "async") != 0) {
+		fprintf(stderr, "faults waiter: async, epoll or cqevent\n");
+		return 2;
+	}
+	snprintf(name, sizeof(name), "waiter_%s_setup", kind);
+	if (rc) {
+		rel_fail(name, t0, "%s: %s", what, rel_errname(rc));
+		return rel_exit_code();
+	}
+	printf("# faults: waiter %s ready on %s\n", kind, rel_devname(0));
+	fflush(stdout);
+	int fatal = 0, err = 0;
+	if (strcmp(kind, "cqevent") == 0) {
+		struct ibv_cq *evcq;
+		void *cctx;
+		if (ibv_get_cq_event(ch, &evcq, &cctx)) {
+			err = errno ? errno : EIO;
+		} else {
+			ibv_ack_cq_events(evcq, 1);
+			struct ibv_wc wc;
+			int n = ibv_poll_cq(cq, 1, &wc);
+			err = n < 0 ? -n : 0; // the wake and then a failing poll
+			fatal = n < 0;
+		}
+	} else {
+		for (;;) {
+			if (ep >= 0) {
+				struct epoll_event got;
+				int n = epoll_wait(ep, &got, 1, -1);
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n < 0) {
+					err = errno;
+					break;
+				}
+			}
+			struct ibv_async_event ev;
+			if (ibv_get_async_event(A.ctx, &ev)) {
+				if (ep >= 0 && errno == EAGAIN)
+					continue;
+				err = errno ? errno : EIO;
+				break;
+			}
+			int et = ev.event_type;
+			ibv_ack_async_event(&ev);
+			if (et == IBV_EVENT_DEVICE_FATAL) {
+				fatal = 1;
+				break;
+			}
+		}
+	}
+	double woke = rel_now();
+	FILE *up = fopen("/proc/uptime", "r");
+	double uptime = 0;
+	if (up) {
+		if (fscanf(up, "%lf", &uptime) != 1)
+			uptime = 0;
+		fclose(up);
+	}
+	snprintf(name, sizeof(name), "waiter_%s_woke", kind);
+	rel_pass(name, t0, "woke at uptime %.1f s with %s", uptime,
+		 fatal ? (strcmp(kind, "cqevent") == 0 ? "a completion event, then poll_cq failing" : "IBV_EVENT_DEVICE_FATAL")
+		       : rel_errname(err));
+	// Still alive: nothing of the device may be left in this process, and
+	// the kernel's unregistration goes on without us (up to 20 s to see it).
+	int left = 1, listed = 1;
+	for (double end = woke + 20; rel_now() < end; usleep(100 * 1000)) {
+		left = uverbs_left(note, sizeof(note));
+		listed = dev_listed(rel_devname(0));
+		if (!left && !listed)
+			break;
+	}
+	snprintf(name, sizeof(name), "waiter_%s_released", kind);
+	rel_check(!left, name, woke, "%s while still running", note);
+	snprintf(name, sizeof(name), "waiter_%s_device_gone", kind);
+	rel_check(!listed, name, woke, "%s %s `rdma dev` while this process still runs", rel_devname(0),
+		  listed ? "still in" : "left");
+	t0 = rel_now();
+	if (cq)
+		ibv_destroy_cq(cq);
+	if (ch)
+		ibv_destroy_comp_channel(ch);
+	if (ep >= 0)
+		close(ep);
+	rel_end_close(&A);
+	snprintf(name, sizeof(name), "waiter_%s_teardown", kind);
+	rel_pass(name, t0, "teardown returned");
+	return rel_exit_code();
+}
+
 int main(int argc, char **argv)
 {
 	rel_prog = "faults";
@@ -268,6 +439,8 @@ int main(int argc, char **argv)
 		return mode_enomem();
 	if (argc == 2 && strcmp(argv[1], "watch") == 0)
 		return mode_watch();
-	fprintf(stderr, "usage: faults enomem|watch\n");
+	if (argc == 3 && strcmp(argv[1], "waiter") == 0)
+		return mode_waiter(argv[2]);
+	fprintf(stderr, "usage: faults enomem|watch|waiter async|epoll|cqevent\n");
 	return 2;
 }

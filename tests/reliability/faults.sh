@@ -4,8 +4,10 @@
 #  1. `faults enomem`: the kernel refusing memory (faults.c).
 #  2. While ib_write_bw runs rxe1 -> rxe0 and `faults watch` holds rxe0: vethA goes down
 #     and up (PORT_ERR, PORT_ACTIVE), then `rdma link delete rxe0`. The watcher checks
-#     the async events and later verbs; this script checks that every process ends by
-#     itself, none by a signal, and that the link is gone afterwards.
+#     the async events and later verbs; three `faults waiter` processes wait on rxe0 the
+#     way NCCL, UCX and gloo do (blocked ibv_get_async_event, epoll on the async fd,
+#     blocked ibv_get_cq_event); this script checks that every process ends by itself,
+#     none by a signal, and that the link is gone afterwards.
 # Environment from the harness: USB4VERBS_DEV0/1, _GID0/1, _IP0, _NETDEV0. BIN is
 # where the programs are (default /opt/usb4verbs/bin).
 BIN=${BIN:-/opt/usb4verbs/bin}
@@ -47,6 +49,9 @@ until grep -q ':4853 [0-9A-F:]* 0A' /proc/net/tcp /proc/net/tcp6 2> /dev/null; d
 done
 ( timeout 90 taskset 2 ib_write_bw -d "$DEV1" -x "$GID1" -F -D 20 "$IP0" > $W/cli.log 2>&1; echo $? > $W/cli.rc ) &
 ( FAULT_SECS=25 timeout 90 "$BIN/faults" watch > $W/watch.log 2>&1; echo $? > $W/watch.rc ) &
+for k in async epoll cqevent; do
+  ( timeout 90 "$BIN/faults" waiter $k > $W/waiter-$k.log 2>&1; echo $? > $W/waiter-$k.rc ) &
+done
 sleep 5
 echo "# faults: $NET0 down"
 $IP link set "$NET0" down
@@ -57,13 +62,19 @@ sleep 4
 echo "# faults: rdma link delete $DEV0 (uptime $(cut -d' ' -f1 /proc/uptime))"
 ( timeout 120 $RDMA link delete "$DEV0"; echo $? > $W/del.rc ) &
 n=0
-while [ ! -s $W/watch.rc ] || [ ! -s $W/srv.rc ] || [ ! -s $W/cli.rc ] || [ ! -s $W/del.rc ]; do
+while [ ! -s $W/watch.rc ] || [ ! -s $W/srv.rc ] || [ ! -s $W/cli.rc ] || [ ! -s $W/del.rc ] \
+  || [ ! -s $W/waiter-async.rc ] || [ ! -s $W/waiter-epoll.rc ] || [ ! -s $W/waiter-cqevent.rc ]; do
   n=$((n + 1)); [ $n -ge 1500 ] && break; sleep 0.1
 done
 echo "# faults: link delete returned at uptime $(cut -d' ' -f1 /proc/uptime)"
 cat $W/watch.log
 grep -q '^--- ' $W/watch.log || result FAIL watch_process "no result lines"
 verdict watch_process "$(cat $W/watch.rc 2> /dev/null || echo 999)" "faults watch"
+for k in async epoll cqevent; do
+  cat $W/waiter-$k.log
+  grep -q '^--- ' $W/waiter-$k.log || result FAIL waiter_${k}_process "no result lines"
+  verdict waiter_${k}_process "$(cat $W/waiter-$k.rc 2> /dev/null || echo 999)" "faults waiter $k"
+done
 verdict perftest_server "$(cat $W/srv.rc 2> /dev/null || echo 999)" "ib_write_bw server on $DEV0"
 verdict perftest_client "$(cat $W/cli.rc 2> /dev/null || echo 999)" "ib_write_bw client on $DEV1"
 tail -n 3 $W/srv.log | sed 's/^/    server| /'

@@ -94,6 +94,12 @@ if [ -x /opt/usb4verbs/qpex ]; then
   /opt/usb4verbs/qpex --usb4 "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" || failed=1
 fi
 
+# dma-buf MRs on vgem buffers (tests/usb4/dmabuf.c) through ours and, same boot, the
+# module's C provider: usb4/<tree>/dmabuf/<case> and usb4/<tree>/dmabuf/same/<case>.
+if [ -x /opt/usb4verbs/dmabuf ] && [ -r /opt/usb4verbs/guest-dmabuf.sh ]; then
+  sh /opt/usb4verbs/guest-dmabuf.sh || failed=1
+fi
+
 # The stock-tool cases, when tests/usb4/run.sh put tests/stock/guest.sh in the image.
 if [ -r /opt/usb4verbs/stock.conf ] && [ -r /opt/usb4verbs/guest.sh ]; then
   sh /opt/usb4verbs/guest.sh || failed=1

@@ -55,6 +55,15 @@ if ((!diag_only)) && [[ ${USB4_GO_TESTS:-1} != 0 ]]; then
     result FAIL "usb4/go-tests" "go test -c ./provider/dataplane failed"; rc=1
   fi
 fi
+# The module's own C provider, the baseline of the dma-buf cases (guest-dmabuf.sh):
+# built once (tests/bench/upstream-provider.sh, cached); without it those cases compare
+# nothing and say so.
+UPSTREAM_SO=""
+if ((!diag_only)); then
+  mkdir -p "$REPO/build/usb4/upstream"
+  UPSTREAM_SO=$("$REPO/tests/bench/upstream-provider.sh" "$REPO/build/usb4/upstream" 2> "$REPO/build/usb4/upstream/build.err") \
+    || { UPSTREAM_SO=""; log "usb4: no C provider baseline for the dma-buf cases: $(tail -n 1 "$REPO/build/usb4/upstream/build.err")"; }
+fi
 for tree in "${trees[@]}"; do
   k=$(usb4_tree_kernel "$tree") || { result FAIL "usb4/build/$tree" "unknown tree"; rc=1; continue; }
   log="$REPO/build/usb4/$tree.build.log"
@@ -125,6 +134,14 @@ usb4_stock_files() {
   # create_qp_ex / ibv_wr_* on the module (guest-smoke.sh runs it before the stock cases).
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$STOCK_FILES/qpex" "$REPO/cshim/testdata/qpex.c" -libverbs ||
     result FAIL "usb4/$1/qpex/build" "gcc cshim/testdata/qpex.c"
+  # dma-buf MRs (issue 21): dmabuf.c through ours and the module's C provider (guest-dmabuf.sh).
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$STOCK_FILES/dmabuf" "$USB4DIR/dmabuf.c" -libverbs ||
+    result FAIL "usb4/$1/dmabuf/build" "gcc tests/usb4/dmabuf.c"
+  install -m755 "$USB4DIR/guest-dmabuf.sh" "$STOCK_FILES/guest-dmabuf.sh"
+  if [[ -n ${UPSTREAM_SO:-} ]]; then
+    mkdir -p "$STOCK_FILES/upstream"
+    install -m644 "$UPSTREAM_SO" "$STOCK_FILES/upstream/libusb4_rdma-rdmav34.so"
+  fi
   {
     printf 'MODE=usb4\nITERS=%s\nTIMEOUT=%s\nBIG_ITERS=%s\n' "${USB4_STOCK_ITERS:-1000}" \
       "${USB4_STOCK_TIMEOUT:-60}" "${USB4_STOCK_BIG_ITERS:-100}"

@@ -102,15 +102,16 @@ func usb4Tree() string { return os.Getenv("USB4VERBS_BACKEND_TREE") }
 // wantUSB4Backends is what each module tree offers a QP granted sendSGE
 // send SGEs (tests/usb4/README.md): hellas-main has kernel commands only;
 // hellas-gda-v2 answers DV's QUERY_CAPS with caps = 0, so DV is refused and
-// kernel commands serve; pleite-gda has DV send queues with caps, taken by a
-// QP whose sends all fit a DV WQE (one SGE), the others stay on kernel
-// commands. None offers the mapped CQ ring (donnerkeule's, which does not
+// kernel commands serve; pleite-main has no DV; pleite-gda (eca80ec) and
+// pleite-gda-8099446 (the DV line's head) have DV send queues with caps,
+// taken by a QP whose sends all fit a DV WQE (one SGE), the others stay on
+// kernel commands. None offers the mapped CQ ring (donnerkeule's, which does not
 // build), so CQs poll through kernel commands. "" means not asserted.
 func wantUSB4Backends(tree string, sendSGE uint32, sendCQChannel bool) (cq, send string) {
 	switch tree {
-	case "hellas-main", "hellas-gda-v2":
+	case "hellas-main", "hellas-gda-v2", "pleite-main":
 		return dataplane.BackendKCmd, dataplane.BackendKCmd
-	case "pleite-gda":
+	case "pleite-gda", "pleite-gda-8099446":
 		// A send CQ with a completion channel keeps kernel commands: DV
 		// completions raise no event (TryDV).
 		if sendSGE > 1 || sendCQChannel {
@@ -1161,13 +1162,13 @@ func resizeSRQ(t *testing.T, srq *provider.SRQ, dsrq *dataplane.SRQ, maxWR uint3
 	}
 }
 
-// pleite-gda drains DV queues from its kernel poll worker, so the engine
+// pleite-gda (both commits) drains DV queues from its kernel poll worker, so the engine
 // learns at the first post that it need not KICK: 50 one-WR posts make no
 // KICK, and the module's own counter says its poller took the WQEs
-// (pleite-gda:kernel/debugfs.c summary: dv_poll_wqes).
+// (pleite-gda:kernel/debugfs.c, pleite-gda-8099446:kernel/debugfs.c summary: dv_poll_wqes).
 func TestVMDVPostsWithoutKick(t *testing.T) {
-	if usb4Tree() != "pleite-gda" {
-		t.Skipf("DV send queues with caps: pleite-gda only (tree %q)", usb4Tree())
+	if tree := usb4Tree(); tree != "pleite-gda" && tree != "pleite-gda-8099446" {
+		t.Skipf("DV send queues with caps: pleite-gda and pleite-gda-8099446 only (tree %q)", tree)
 	}
 	p := newPair(t, provider.QPTypeRC, 64)
 	if p.qa.d.SendBackend() != dataplane.BackendDV {

@@ -61,7 +61,7 @@ func probeGPUMemory(ctx *provider.Context, usb4 bool, gpuDirect string) gpuMemor
 		g.Note = "not probed"
 		return g
 	}
-	g.Probe = unix.ErrnoName(no)
+	g.Probe = errnoName(no)
 	g.Supported = no != unix.EOPNOTSUPP && no != unix.EPROTONOSUPPORT
 	g.Note = gpuNote(g, usb4)
 	return g
@@ -176,4 +176,16 @@ func checkGPUMemory(e doctorEnv) check {
 		msg += "; not probed: " + strings.Join(unknown, ", ")
 	}
 	return ok(id, msg)
+}
+
+// errnoName names an errno as rdma-core's users know it: 95 is EOPNOTSUPP
+// (Go's table says ENOTSUP, the same value on Linux).
+func errnoName(no unix.Errno) string {
+	if no == unix.EOPNOTSUPP {
+		return "EOPNOTSUPP"
+	}
+	if n := unix.ErrnoName(no); n != "" {
+		return n
+	}
+	return fmt.Sprintf("errno %d", int(no))
 }

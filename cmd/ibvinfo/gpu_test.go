@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"usb4verbs/internal/sysinfo"
 )
 
@@ -78,5 +80,15 @@ func TestGPUText(t *testing.T) {
 	}
 	if n := gpuNote(g, false); !strings.Contains(n, "kernel driver has no reg_user_mr_dmabuf") {
 		t.Errorf("rxe note %q", n)
+	}
+}
+
+// TestErrnoName: the bed showed "ENOTSUP" for hellas-main's answer; users
+// and docs/dmabuf.md call 95 EOPNOTSUPP.
+func TestErrnoName(t *testing.T) {
+	for no, want := range map[unix.Errno]string{unix.EOPNOTSUPP: "EOPNOTSUPP", unix.EINVAL: "EINVAL", unix.EBADF: "EBADF"} {
+		if got := errnoName(no); got != want {
+			t.Errorf("errnoName(%d) = %q, want %q", int(no), got, want)
+		}
 	}
 }

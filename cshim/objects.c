@@ -599,9 +599,9 @@ void usb4_install_object_ops(void **buf, size_t n)
 	usb4_install_qpex_ops(buf, n);
 	// Left to libibverbs' dummies on purpose, for the errno contracts of
 	// rdma-core-private-abi.md / usb4-kernel-and-consumers.md §3:
-	// query_ece/set_ece (return EOPNOTSUPP: NCCL), reg_dmabuf_mr
-	// (EOPNOTSUPP: the dmabuf probe says unsupported), query_port_speed
-	// (EOPNOTSUPP), create_srq_ex (EOPNOTSUPP). create_qp_ex is qpex.c's.
+	// query_ece/set_ece (return EOPNOTSUPP: NCCL), query_port_speed
+	// (EOPNOTSUPP), create_srq_ex (EOPNOTSUPP). create_qp_ex is qpex.c's,
+	// reg_dmabuf_mr verbs.c's (the kernel answers NCCL's dma-buf probe).
 }
 
 void usb4_install_rxe_fast_ops(void **buf, size_t n)

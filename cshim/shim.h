@@ -452,6 +452,10 @@ int usb4goDeallocPD(uintptr_t pd);
 int usb4goRegMR(uintptr_t pd, uintptr_t addr, uint64_t length, uint64_t iova, uint32_t access, uintptr_t *mr,
 		uint32_t *mr_handle, uint32_t *lkey, uint32_t *rkey);
 int usb4goDeregMR(uintptr_t mr);
+// A dma-buf MR (UVERBS_METHOD_REG_DMABUF_MR); fd and length go to the kernel
+// unchecked, so a module without reg_user_mr_dmabuf answers EOPNOTSUPP.
+int usb4goRegDmabufMR(uintptr_t pd, uint64_t offset, uint64_t length, uint64_t iova, int fd, uint32_t access,
+		      uintptr_t *mr, uint32_t *mr_handle, uint32_t *lkey, uint32_t *rkey);
 int usb4goCreateCQ(uintptr_t ctx, int cqe, int channel_fd, int comp_vector, uint64_t user_handle,
 		   struct usb4_obj_info *out);
 int usb4goDestroyCQ(uintptr_t cq, struct usb4_event_counts *ev);
@@ -500,6 +504,7 @@ void usb4goWarm(void);
 	X(DestroyAH, usb4goDestroyAH)                                                                        \
 	X(AllocMW, usb4goAllocMW)                                                                            \
 	X(DeallocMW, usb4goDeallocMW)                                                                        \
+	X(RegDmabufMR, usb4goRegDmabufMR)                                                                    \
 	X(Warm, usb4goWarm)
 
 // The Go part's entry points, resolved with dlsym (golib.c); each member has

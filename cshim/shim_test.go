@@ -457,7 +457,7 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 	expectLines(t, "", r, []string{
 		"open ok",
 		"alloc_pd ok",
-		"reg_dmabuf_mr_fd-1 EOPNOTSUPP",     // NCCL/UCX: dmabuf unsupported, never EBADF
+		"reg_dmabuf_mr_fd-1 EOPNOTSUPP",     // the stub plays a kernel without reg_user_mr_dmabuf
 		"create_cq_ex_timestamp EOPNOTSUPP", // as librxe: no completion timestamps
 		"create_cq_cqe0 EINVAL",
 		"create_cq_vector-1 EINVAL",
@@ -477,6 +477,40 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 	_, r = a.run(t, "prefork", env, "usb4_rdma7", "prefork")
 	expectLines(t, "prefork", r, []string{"child_open ok", "child_alloc_pd ok", "child_dealloc_pd 0", "child_close 0",
 		"child exit 0", "open ok", "close 0"})
+}
+
+// TestDmabufMROp runs testdata/contracts.c's dmabuf mode against the C parts
+// under AddressSanitizer (gostub.c for Go): ibv_reg_dmabuf_mr reaches our
+// op, so NCCL's probe gets the kernel's answer, not libibverbs' dummy. With
+// the stub playing a module that has reg_user_mr_dmabuf (USB4_STUB_DMABUF=op)
+// the probe's EINVAL means "supported" to NCCL; before the op was in the
+// ops table it was EOPNOTSUPP whatever the module offered. A registration
+// gives a verbs_mr of type IBV_MR_TYPE_DMABUF_MR (3) with the fields
+// libibverbs reads, and ibv_dereg_mr frees it (LSan would see a leak).
+func TestDmabufMROp(t *testing.T) {
+	a := newAsanProgram(t, "contracts")
+	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1"}
+	_, r := a.run(t, "op", append([]string{"USB4_STUB_DMABUF=op"}, env...), "usb4_rdma7", "dmabuf")
+	expectLines(t, "op", r, []string{
+		"open ok",
+		"alloc_pd ok",
+		"nccl_probe EINVAL supported yes",
+		"reg ok handle 7 lkey 0x105 rkey 0x205 addr 0x1000 length 8192 mr_type 3 access 7 context ok pd ok",
+		"dereg 0",
+		"reg_fd-1 EBADF",
+		"dealloc_pd 0",
+		"close 0",
+	})
+	_, r = a.run(t, "no op", env, "usb4_rdma7", "dmabuf")
+	expectLines(t, "no op", r, []string{
+		"open ok",
+		"alloc_pd ok",
+		"nccl_probe EOPNOTSUPP supported no",
+		"reg EOPNOTSUPP",
+		"reg_fd-1 EOPNOTSUPP",
+		"dealloc_pd 0",
+		"close 0",
+	})
 }
 
 // TestFailingOpsSetErrno runs testdata/errnos.c against the C parts under

@@ -36,6 +36,7 @@ enum {
 	VERBS_MR_TYPE = 48,   // enum ibv_mr_type; IBV_MR_TYPE_MR = 0
 	VERBS_MR_ACCESS = 52, // int, since v32
 	VERBS_MR_SIZE = 56,
+	VERBS_MR_TYPE_DMABUF = 3, // IBV_MR_TYPE_DMABUF_MR, since v34
 };
 
 // Our MR: libibverbs' verbs_mr first, then the Go handle.
@@ -198,6 +199,50 @@ static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_v
 	return mr;
 }
 
+// reg_dmabuf_mr(pd, offset, length, iova, fd, access): an MR over a dma-buf
+// (UVERBS_METHOD_REG_DMABUF_MR), a verbs_mr of type IBV_MR_TYPE_DMABUF_MR as
+// rdma-core's ibv_cmd_reg_dmabuf_mr makes it, so libibverbs' ibv_dereg_mr
+// does not undo a dontfork it never did. Every argument goes to the kernel
+// as given, length 0 and fd -1 included: NCCL's probe
+// ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0) must get the module's own answer
+// (EOPNOTSUPP without reg_user_mr_dmabuf, else what the op says).
+static void *usb4_reg_dmabuf_mr(void *ibv_pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access)
+{
+	struct usb4_pd *pd = ibv_pd;
+	if (usb4_in_fork_child("reg_dmabuf_mr")) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	struct usb4_mr *mr = calloc(1, sizeof(*mr));
+	uint32_t handle, lkey, rkey;
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int err = usb4_go()->RegDmabufMR(pd->go, offset, length, iova, fd, (uint32_t)access, &mr->go, &handle, &lkey,
+					 &rkey);
+	if (err) {
+		free(mr);
+		errno = err;
+		return NULL;
+	}
+	// libibverbs sets context, pd, addr (the offset) and length after we
+	// return; rdma-core's own command sets them too, so do we.
+	void *ctx;
+	memcpy(&ctx, pd->ibv_pd, sizeof(ctx)); // ibv_pd.context@0
+	void *addr = (void *)(uintptr_t)offset;
+	memcpy(mr->verbs_mr + IBV_MR_CONTEXT, &ctx, sizeof(ctx));
+	memcpy(mr->verbs_mr + IBV_MR_PD, &pd, sizeof(void *));
+	memcpy(mr->verbs_mr + IBV_MR_ADDR, &addr, sizeof(addr));
+	memcpy(mr->verbs_mr + IBV_MR_LENGTH, &length, sizeof(length));
+	put_u32(mr->verbs_mr, IBV_MR_HANDLE, handle);
+	put_u32(mr->verbs_mr, IBV_MR_LKEY, lkey);
+	put_u32(mr->verbs_mr, IBV_MR_RKEY, rkey);
+	put_u32(mr->verbs_mr, VERBS_MR_TYPE, VERBS_MR_TYPE_DMABUF);
+	put_u32(mr->verbs_mr, VERBS_MR_ACCESS, (uint32_t)access);
+	return mr;
+}
+
 static int usb4_dereg_mr(void *verbs_mr)
 {
 	struct usb4_mr *mr = verbs_mr;
@@ -225,5 +270,6 @@ void usb4_install_control_ops(void **buf, size_t nslots)
 	usb4_set_slot(buf, nslots, USB4_OP_dealloc_pd, (void *)usb4_dealloc_pd);
 	usb4_set_slot(buf, nslots, USB4_OP_reg_mr, (void *)usb4_reg_mr);
 	usb4_set_slot(buf, nslots, USB4_OP_dereg_mr, (void *)usb4_dereg_mr);
+	usb4_set_slot(buf, nslots, USB4_OP_reg_dmabuf_mr, (void *)usb4_reg_dmabuf_mr);
 	usb4_install_object_ops(buf, nslots);
 }

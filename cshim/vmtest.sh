@@ -11,7 +11,9 @@
 # (ibv_modify_srq growing an SRQ under traffic), and cshim/testdata/qpex.c
 # (create_qp_ex with ibv_wr_*, memory windows: every case through our provider and
 # through librxe in the same boot, rows compared; the output's table rows are what
-# scripts/extended-verbs-doc.sh turns into docs/extended-verbs.md).
+# scripts/extended-verbs-doc.sh turns into docs/extended-verbs.md); then dma-buf MRs
+# (tests/usb4/dmabuf.c through tests/usb4/guest-dmabuf.sh: the kernel's answer for rxe,
+# through us and through librxe).
 # Prints go-test-style lines; exit status non-zero if a check failed.
 set -euo pipefail
 
@@ -29,6 +31,9 @@ main() {
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$work/files/vmcheck" "$repo/cshim/testdata/vmcheck.c" -libverbs
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/srqresize" "$repo/cshim/testdata/srqresize.c" -libverbs
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$work/files/qpex" "$repo/cshim/testdata/qpex.c" -libverbs
+  # dma-buf MRs (issue 21): rxe's answer through us and through librxe, same boot.
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$work/files/dmabuf" "$repo/tests/usb4/dmabuf.c" -libverbs
+  install -m755 "$repo/tests/usb4/guest-dmabuf.sh" "$work/files/guest-dmabuf.sh"
   # The rxe opt-in (cshim/README.md).
   mkdir -p "$work/overlay/etc/usb4verbs"
   printf 'claim_rxe yes\n' > "$work/overlay/etc/usb4verbs/usb4_rdma.conf"
@@ -39,6 +44,10 @@ rc=0
 /opt/usb4verbs/vmcheck "$USB4VERBS_DEV0" "$USB4VERBS_DEV1" "$USB4VERBS_NETDEV1" || rc=1
 /opt/usb4verbs/srqresize "$USB4VERBS_DEV0" "$USB4VERBS_GID0" || rc=1
 /opt/usb4verbs/qpex "$USB4VERBS_DEV0" "$USB4VERBS_GID0" || rc=1
+# The kernel's own rxe dma-buf op, if it has one (a static function shows in kallsyms).
+echo "# kallsyms rxe_reg_user_mr_dmabuf: $(grep -c ' rxe_reg_user_mr_dmabuf' /proc/kallsyms)"
+DMABUF_PREFIX="cshim/rxe-$(uname -r)" DMABUF_BASELINE=rxe DMABUF_BASELINE_NAME=librxe \
+  sh /opt/usb4verbs/guest-dmabuf.sh || rc=1
 exit $rc
 GUEST
 

@@ -58,11 +58,14 @@ func (pd *PD) RegMR(addr uintptr, length, iova uint64, access uint32) (*MR, erro
 // RegDmabufMR registers length bytes at offset of the dma-buf fd at iova
 // (UVERBS_METHOD_REG_DMABUF_MR). Kernels or drivers without dma-buf support
 // yield an error matching ErrNotSupported (and the kernel's errno).
+//
+// Every argument goes to the kernel as given, length 0 and fd -1 included:
+// the uverbs core answers EOPNOTSUPP for a driver without
+// reg_user_mr_dmabuf before it looks at them, and NCCL's probe
+// (offset, length, iova 0, fd -1) decides on that errno, so a check here
+// would answer "supported" (EINVAL) where the kernel says it is not.
 func (pd *PD) RegDmabufMR(offset, length, iova uint64, fd int, access uint32) (*MR, error) {
 	const verb = "reg dmabuf mr"
-	if length == 0 {
-		return nil, verbError(verb, errInvalid("length 0"))
-	}
 	if err := pd.lock(verb); err != nil {
 		return nil, err
 	}

@@ -49,6 +49,8 @@ type doctorEnv struct {
 	secondOK bool
 	// netns is the RDMA subsystem's netns mode (live only, from netlink).
 	netns netnsMode
+	// gpu is NCCL's dma-buf probe per usb4 device (live only; gpu.go).
+	gpu map[string]gpuMemory
 }
 
 // netnsMode is `rdma system show netns` as the doctor saw it.
@@ -67,6 +69,11 @@ func runDoctor(w io.Writer, opts options, watch durationFlag, args []string) (in
 	}
 	if opts.live() {
 		env.netns = liveNetnsMode()
+		var names []string
+		for _, d := range usb4Devices(env.sys) {
+			names = append(names, d.Name)
+		}
+		env.gpu = probeGPULive(env.sys, names)
 	}
 	if env.watch {
 		env.second, env.secondOK = secondSummary(opts, watch.d, env.sys.Debugfs.Present)
@@ -129,6 +136,7 @@ func runChecks(e doctorEnv) []check {
 		checkProvider(e),
 		checkOtherProvider(e),
 		checkAppleSlot(e),
+		checkGPUMemory(e),
 		checkCounters(e),
 		checkNCCLWriteImmByteLen(e),
 		checkNCCLFlushLoopback(e),

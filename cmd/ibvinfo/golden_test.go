@@ -144,7 +144,7 @@ func TestFindingsPerTree(t *testing.T) {
 	required := []string{
 		"link-trained-down", "thunderbolt-net-loaded", "thunderbolt-net-bound", "roce-netdev-unset",
 		"udev-rename-active", "uverbs-device-missing", "memlock-low", "iommu-on", "provider-loadable",
-		"device-claimed-by-another-provider", "apple-slot-device", "counters-not-moving",
+		"device-claimed-by-another-provider", "apple-slot-device", "counters-not-moving", "gpu-memory",
 	}
 	for _, id := range required {
 		if len(hitBy[id]) == 0 {

@@ -20,8 +20,10 @@ type liveDevice struct {
 	MaxMR    *uint32    `json:"max_mr,omitempty"`
 	Ports    []livePort `json:"ports,omitempty"`
 	// DataPath is the data path our provider negotiates for the device.
-	DataPath string   `json:"data_path"`
-	Errors   []string `json:"errors,omitempty"`
+	DataPath string `json:"data_path"`
+	// GPUMemory: can GPU memory (dma-buf MRs) be registered (gpu.go).
+	GPUMemory *gpuMemory `json:"gpu_memory,omitempty"`
+	Errors    []string   `json:"errors,omitempty"`
 }
 
 type livePort struct {
@@ -41,9 +43,10 @@ var dataPathOf = func(*provider.Context) string {
 	return "not reported by this build (no cgo: provider/dataplane not built)"
 }
 
-// queryLive asks netlink and the provider about the named devices. Errors
-// are kept per device: one broken device must not hide the others.
-func queryLive(names []string, ports map[string][]int) map[string]*liveDevice {
+// queryLive asks netlink and the provider about the named devices (usb4
+// marks the usb4 ones; gpuDirect is the module's gpu_direct parameter).
+// Errors are kept per device: one broken device must not hide the others.
+func queryLive(names []string, ports map[string][]int, usb4 map[string]bool, gpuDirect string) map[string]*liveDevice {
 	out := map[string]*liveDevice{}
 	nl := map[string]rdmanl.Device{}
 	nlErr := ""
@@ -99,6 +102,8 @@ func queryLive(names []string, ports map[string][]int) map[string]*liveDevice {
 				Netdev:    netdevs[pn],
 			})
 		}
+		g := probeGPUMemory(ctx, usb4[name], gpuDirect)
+		ld.GPUMemory = &g
 		ld.DataPath = dataPathOf(ctx)
 		if err := ctx.Close(); err != nil && !errors.Is(err, provider.ErrClosed) {
 			ld.Errors = append(ld.Errors, err.Error())

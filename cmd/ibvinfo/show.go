@@ -53,7 +53,11 @@ func runShow(w io.Writer, opts options, args []string) error {
 				ports[d.Name] = append(ports[d.Name], p.Num)
 			}
 		}
-		rep.Live = queryLive(names, ports)
+		usb4 := map[string]bool{}
+		for _, d := range usb4Devices(rep.System) {
+			usb4[d.Name] = true
+		}
+		rep.Live = queryLive(names, ports, usb4, gpuDirectParam(rep.System))
 	}
 	if opts.json {
 		if err := writeJSON(w, rep); err != nil {
@@ -159,6 +163,14 @@ func printShow(p *printer, rep showReport) {
 		for _, e := range errs {
 			p.printf("  error: %s\n", e)
 		}
+		p.section("\nGPU memory (dma-buf MRs: NCCL's probe through our provider)")
+		rows = nil
+		for _, d := range s.Devices {
+			if ld := rep.Live[d.Name]; ld != nil && ld.GPUMemory != nil {
+				rows = append(rows, []string{d.Name, gpuText(ld.GPUMemory), ld.GPUMemory.Note})
+			}
+		}
+		p.table([]string{"DEVICE", "REGISTERS", "WHY"}, rows)
 	}
 
 	p.section("\nThunderbolt links")

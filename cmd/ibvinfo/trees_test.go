@@ -262,6 +262,10 @@ var fixtureTrees = []struct {
 			addDevice(t, name, sysinfo.EncodeUSB4GUID(d.backend, d.peer, d.rail), i, true)
 		}
 	}, []string{"udev-rename-active"}},
+	// pleite-main built with tbv_gpu_direct=1 but loaded with gpu_direct=off.
+	{"gpu-direct-off", func(t treeSpec) {
+		t.file("sys/module/thunderbolt_ibverbs/parameters/gpu_direct", "off\n")
+	}, []string{"gpu-memory"}},
 	{"memlock-low", func(t treeSpec) {
 		t.file("proc/self/limits", limitsText("8388608"))
 	}, []string{"memlock-low"}},

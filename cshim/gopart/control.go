@@ -295,6 +295,26 @@ func usb4goRegMR(h C.uintptr_t, addr C.uintptr_t, length, iova C.uint64_t, acces
 	return 0
 }
 
+//export usb4goRegDmabufMR
+func usb4goRegDmabufMR(h C.uintptr_t, offset, length, iova C.uint64_t, fd C.int, access C.uint32_t,
+	mrOut *C.uintptr_t, mrHandle, lkey, rkey *C.uint32_t) (rc C.int) {
+	defer contain("reg_dmabuf_mr", &rc)
+	forcedPanic("reg_dmabuf_mr")
+	pd, ok := lookup[*provider.PD](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	mr, err := pd.RegDmabufMR(uint64(offset), uint64(length), uint64(iova), int(fd), uint32(access))
+	if err != nil {
+		return errnoOf(err)
+	}
+	*mrOut = C.uintptr_t(handles.add(pd.Context(), mr))
+	*mrHandle = C.uint32_t(mr.Handle())
+	*lkey = C.uint32_t(mr.LKey())
+	*rkey = C.uint32_t(mr.RKey())
+	return 0
+}
+
 //export usb4goDeregMR
 func usb4goDeregMR(h C.uintptr_t) (rc C.int) {
 	defer contain("dereg_mr", &rc)

@@ -1,6 +1,6 @@
 // Opens the device named argv[1] through libibverbs and prints, one line
 // each, what the errno contracts of our ops table give: the ops left to
-// libibverbs' dummies on purpose (dmabuf probe), create_cq_ex's refusals, argument
+// libibverbs' dummies on purpose, the dmabuf probe, create_cq_ex's refusals, argument
 // checks made in C, and a fork() child's control verb (ENOSYS, no hang).
 // Run with testdata/gostub.c standing in for Go (shim_test.go).
 #define _GNU_SOURCE
@@ -52,6 +52,44 @@ static int prefork(struct ibv_device *dev, struct ibv_device **list)
 	return 0;
 }
 
+// dmabuf: our reg_dmabuf_mr op as libibverbs calls it. NCCL's probe
+// (ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0): anything but EOPNOTSUPP or
+// EPROTONOSUPPORT means dma-buf MRs are supported), a registration, the
+// verbs_mr fields libibverbs reads at ibv_dereg_mr (mr_type@48, access@52:
+// struct verbs_mr is not in the public headers), and the dereg.
+static int dmabuf(struct ibv_context *ctx)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	report("alloc_pd", pd);
+	if (!pd)
+		return 1;
+	errno = 0;
+	struct ibv_mr *mr = ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0);
+	int e = errno;
+	printf("nccl_probe %s supported %s\n", mr ? "object" : strerrorname_np(e),
+	       !mr && (e == EOPNOTSUPP || e == EPROTONOSUPPORT) ? "no" : "yes");
+	if (mr)
+		ibv_dereg_mr(mr);
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	errno = 0;
+	mr = ibv_reg_dmabuf_mr(pd, 4096, 8192, 4096, 5, access);
+	if (!mr) {
+		printf("reg %s\n", strerrorname_np(errno));
+	} else {
+		int type, acc;
+		memcpy(&type, (char *)mr + 48, sizeof(type));
+		memcpy(&acc, (char *)mr + 52, sizeof(acc));
+		printf("reg ok handle %u lkey %#x rkey %#x addr %p length %zu mr_type %d access %d context %s pd %s\n",
+		       mr->handle, mr->lkey, mr->rkey, mr->addr, mr->length, type, acc,
+		       mr->context == ctx ? "ok" : "wrong", mr->pd == pd ? "ok" : "wrong");
+		printf("dereg %d\n", ibv_dereg_mr(mr));
+	}
+	errno = 0;
+	report("reg_fd-1", ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, access));
+	printf("dealloc_pd %d\n", ibv_dealloc_pd(pd));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int n;
@@ -65,6 +103,12 @@ int main(int argc, char **argv)
 	report("open", ctx);
 	if (!ctx)
 		return 1;
+	if (argc > 2 && strcmp(argv[2], "dmabuf") == 0) {
+		int rc = dmabuf(ctx);
+		printf("close %d\n", ibv_close_device(ctx));
+		ibv_free_device_list(list);
+		return rc;
+	}
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	report("alloc_pd", pd);
 	if (pd) {

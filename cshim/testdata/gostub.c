@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../shim.h"
 #include "engine.h"
@@ -94,10 +95,43 @@ int usb4goRegMR(uintptr_t pd, uintptr_t addr, uint64_t length, uint64_t iova, ui
 	return EOPNOTSUPP;
 }
 
+// dma-buf MRs: the kernel's answer without reg_user_mr_dmabuf (EOPNOTSUPP),
+// unless USB4_STUB_DMABUF=op plays a module with the op: length 0 EINVAL
+// (hellas-gda-v2:kernel/ibdev.c tbv_reg_user_mr_dmabuf), fd < 0 EBADF, else
+// an MR (a heap handle: a missing dereg shows up as a leak) with keys made
+// from the fd.
+enum { STUB_DMABUF_MAGIC = 0x646d6162 };
+
+int usb4goRegDmabufMR(uintptr_t pd, uint64_t offset, uint64_t length, uint64_t iova, int fd, uint32_t access,
+		      uintptr_t *mr, uint32_t *mr_handle, uint32_t *lkey, uint32_t *rkey)
+{
+	(void)pd, (void)offset, (void)iova, (void)access;
+	const char *v = getenv("USB4_STUB_DMABUF");
+	if (!v || strcmp(v, "op") != 0)
+		return EOPNOTSUPP;
+	if (!length)
+		return EINVAL;
+	if (fd < 0)
+		return EBADF;
+	uint32_t *h = malloc(sizeof(*h));
+	if (!h)
+		return ENOMEM;
+	*h = STUB_DMABUF_MAGIC;
+	*mr = (uintptr_t)h;
+	*mr_handle = 7;
+	*lkey = 0x100u + (uint32_t)fd;
+	*rkey = 0x200u + (uint32_t)fd;
+	return 0;
+}
+
 int usb4goDeregMR(uintptr_t mr)
 {
-	(void)mr;
-	return EOPNOTSUPP;
+	uint32_t *h = (uint32_t *)mr;
+	if (!h || *h != STUB_DMABUF_MAGIC)
+		return EOPNOTSUPP;
+	*h = 0;
+	free(h);
+	return 0;
 }
 
 // Objects: every create fails, as without a kernel, unless

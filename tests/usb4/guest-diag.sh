@@ -140,6 +140,25 @@ else fail ibvinfo/show "$(tail -n 1 /tmp/capture/healthy/live.show.txt)"; fi
 cat /tmp/capture/healthy/live.show.txt
 cat /tmp/capture/healthy/live.doctor.txt
 
+# 1b. GPU memory (issue 21): ibvinfo's per-device probe (NCCL's dma-buf probe through our
+# provider) is in the JSON for every usb4 device, and doctor's gpu-memory check agrees
+# with it: warn when a device refuses dma-buf MRs (hellas-main: EOPNOTSUPP), ok when all
+# register.
+show=$(tr -d ' \n' < /tmp/capture/healthy/live.show.json)
+doc=$(tr -d ' \n' < /tmp/capture/healthy/live.doctor.json)
+n=0
+for d in $USB4VERBS_USB4_DEVS0 $USB4VERBS_USB4_DEVS1; do n=$((n + 1)); done
+got=$(echo "$show" | grep -o '"gpu_memory":{"supported":[a-z]*,"probe":"[A-Z0-9a-z :]*"' | wc -l)
+want=ok
+echo "$show" | grep -q '"gpu_memory":{"supported":false' && want=warn
+if [ "$got" -lt "$n" ]; then fail ibvinfo/gpu_memory "$got gpu_memory entries for $n usb4 devices"
+elif ! echo "$doc" | grep -q "\"id\":\"gpu-memory\",\"verdict\":\"$want\""; then
+  fail ibvinfo/gpu_memory "doctor gpu-memory is not $want: $(echo "$doc" | grep -o '"id":"gpu-memory"[^}]*')"
+else
+  pass ibvinfo/gpu_memory
+  echo "    $(echo "$show" | grep -o '"gpu_memory":{[^}]*}' | sort | uniq -c | tr '\n' ' ')"
+fi
+
 # 2. A trained-down link: doctor names it, on both ends of cable 0.
 echo 1 > $TB/cable0/link_lanes
 capture link-trained-down

@@ -122,6 +122,12 @@ if [ -x /opt/usb4verbs/ncclpattern ] && [ -r /opt/usb4verbs/guest-nccl.sh ]; the
   sh /opt/usb4verbs/guest-nccl.sh || failed=1
 fi
 
+# dma-buf MRs on vgem buffers (tests/usb4/dmabuf.c) through ours and, same boot, the
+# module's C provider: usb4/<tree>/dmabuf/<case> and usb4/<tree>/dmabuf/same/<case>.
+if [ -x /opt/usb4verbs/dmabuf ] && [ -r /opt/usb4verbs/guest-dmabuf.sh ]; then
+  sh /opt/usb4verbs/guest-dmabuf.sh || failed=1
+fi
+
 # The stock-tool cases, when tests/usb4/run.sh put tests/stock/guest.sh in the image.
 if [ -r /opt/usb4verbs/stock.conf ] && [ -r /opt/usb4verbs/guest.sh ]; then
   sh /opt/usb4verbs/guest.sh || failed=1

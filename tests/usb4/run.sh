@@ -56,6 +56,15 @@ if ((!diag_only)) && [[ ${USB4_GO_TESTS:-1} != 0 ]]; then
     result FAIL "usb4/go-tests" "go test -c ./provider/dataplane failed"; rc=1
   fi
 fi
+# The module's own C provider, the baseline of the NCCL-pattern, dma-buf and DV cases:
+# built once (tests/bench/upstream-provider.sh, cached); without it those cases compare
+# nothing and say so.
+UPSTREAM_SO=""
+if ((!diag_only)); then
+  mkdir -p "$REPO/build/usb4/upstream"
+  UPSTREAM_SO=$("$REPO/tests/bench/upstream-provider.sh" "$REPO/build/usb4/upstream" 2> "$REPO/build/usb4/upstream/build.err") \
+    || { UPSTREAM_SO=""; log "usb4: no C provider baseline for the dma-buf cases: $(tail -n 1 "$REPO/build/usb4/upstream/build.err")"; }
+fi
 for tree in "${trees[@]}"; do
   k=$(usb4_tree_kernel "$tree") || { result FAIL "usb4/build/$tree" "unknown tree"; rc=1; continue; }
   log="$REPO/build/usb4/$tree.build.log"
@@ -135,10 +144,16 @@ usb4_stock_files() {
   local ncases=${USB4_NCCL_CASES:-}
   printf 'NCCL_MSGS=%s\nNCCL_BIG_MSGS=%s\nNCCL_CASES='"'"'%s'"'"'\n' "${USB4_NCCL_MSGS:-500}" "${USB4_NCCL_BIG_MSGS:-50}" \
     "${ncases//\'/}" > "$STOCK_FILES/nccl.conf"
-  if [[ ${USB4_NCCL_CPROVIDER:-1} != 0 ]]; then
-    local uprc=0
-    "$REPO/tests/bench/upstream-provider.sh" "$STOCK_FILES/upstream" > "$REPO/build/usb4/upstream-provider.log" 2>&1 || uprc=$?
-    ((uprc == 0)) || echo "usb4: the module's C provider is not in the $1 boot (tests/bench/upstream-provider.sh exit $uprc: $(tail -n1 "$REPO/build/usb4/upstream-provider.log")); NCCL's pattern runs through ours only" >&2
+  [[ -n ${UPSTREAM_SO:-} ]] ||
+    echo "usb4: the module's C provider is not in the $1 boot (build/usb4/upstream/build.err); NCCL's pattern runs through ours only" >&2
+  # dma-buf MRs (issue 21): dmabuf.c through ours and the module's C provider (guest-dmabuf.sh).
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$STOCK_FILES/dmabuf" "$USB4DIR/dmabuf.c" -libverbs ||
+    result FAIL "usb4/$1/dmabuf/build" "gcc tests/usb4/dmabuf.c"
+  install -m755 "$USB4DIR/guest-dmabuf.sh" "$STOCK_FILES/guest-dmabuf.sh"
+  # The module's C provider (built once above): the baseline of the NCCL, dma-buf and DV cases.
+  if [[ -n ${UPSTREAM_SO:-} && ${USB4_CPROVIDER:-1} != 0 ]]; then
+    mkdir -p "$STOCK_FILES/upstream"
+    install -m644 "$UPSTREAM_SO" "$STOCK_FILES/upstream/libusb4_rdma-rdmav34.so"
   fi
   {
     printf 'MODE=usb4\nITERS=%s\nTIMEOUT=%s\nBIG_ITERS=%s\n' "${USB4_STOCK_ITERS:-1000}" \

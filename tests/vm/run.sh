@@ -74,7 +74,7 @@ userland_prepare
 log "userland: $UDESC${VM_EXTRA_DEBS:+ + $VM_EXTRA_DEBS}"
 
 WORK=$(mktemp -d "$VMCACHE/work.XXXXXX")
-if [[ $VM_KEEP == 1 ]]; then log "keeping $WORK"; else trap 'rm -rf "$WORK"' EXIT; fi
+if [[ $VM_KEEP == 1 ]]; then log "keeping $WORK"; else trap 'rm -rf "$WORK" ${USB4_BED_OUT:+"$USB4_BED_OUT"}' EXIT; fi
 image_build "$WORK" "$@"
 flock -u "$lockfd"
 log "initramfs $(du -h "$INITRD" | cut -f1) ready after $(elapsed "$T0") s"

@@ -32,7 +32,11 @@ usb4_prepare() {
     || die "usb4: no tbloop module source at $USB4_TBLOOP_SRC (USB4_TBLOOP_SRC)"
 
   toolchain_prepare
-  local out="$USB4CACHE/bed/$USB4_TREE-$KVER" treedir kos f deps=() d m
+  # Per run: two runs of one tree (other checkouts share the cache) each rm -rf'd and
+  # refilled one directory, and one's image then found no .ko ("cp: cannot stat
+  # .../bed/pleite-main-6.12.118+deb13-amd64/ko/*.ko"). run.sh removes it at exit.
+  local out="$USB4CACHE/bed/$USB4_TREE-$KVER.$$" treedir kos f deps=() d m
+  USB4_BED_OUT=$out
   rm -rf "$out"; mkdir -p "$out/tbloop" "$out/tree" "$out/ko"
   kos=$(kbuild_module "$USB4_TBLOOP_SRC" "" "$out/tbloop") || die "usb4: tbloop does not build against $KVER"
   treedir=$(usb4_tree_dir "$USB4_TREE") || exit 1

@@ -10,6 +10,11 @@
 # built in or absent depending on the kernel.
 KMODS_REQUIRED="veth rdma_rxe ib_uverbs ib_umad rdma_ucm"
 KMODS_OPTIONAL="crc32_generic crc32_pclmul crc32_cryptoapi ib_uverbs_support cuse"
+# The dma-buf exporter of the dma-buf MR tests (tests/usb4/dmabuf.c): vgem, DRM without
+# hardware, whose dumb buffers export (PRIME) as dma-bufs backed by shmem pages. Loaded
+# where the kernel builds it (Debian: CONFIG_DRM_VGEM=m in 6.1, 6.12 and 7.x), in both
+# modes; the module sets with it live in their own directory (KMODDIR's -vgem).
+KMODS_DMABUF="vgem"
 
 # kernel_prepare: sets KVER, KIMG (what qemu boots), KMODDIR (decompressed modules and
 # their load order in modules.order), KDESC (for logs).
@@ -55,7 +60,7 @@ kernel_prepare() {
   [[ -f $vmlinuz ]] || die "kernel: no vmlinuz in ${debs[*]##*/}"
   KIMG=$(kernel_vmlinux "$vmlinuz")
   # KMODS_TAG: another module set (the usb4 mode's) gets its own directory.
-  KMODDIR="$KDIR/modules${KMODS_TAG:-}"
+  KMODDIR="$KDIR/modules${KMODS_TAG:-}-vgem"
   [[ -e $KMODDIR/.done ]] || kernel_modules
   KDESC="$(basename "$kdeb" .deb) ($KVER)"
 }
@@ -115,7 +120,7 @@ kernel_modules() {
   # does not follow (6.12's libcrc32c needs a crc32c implementation before its init).
   for m in ${KMODS_PRE:-}; do add_module "$m" 0; done
   for m in $KMODS_REQUIRED; do add_module "$m" 1; done
-  for m in $KMODS_OPTIONAL; do add_module "$m" 0; done
+  for m in $KMODS_OPTIONAL ${KMODS_DMABUF:-}; do add_module "$m" 0; done
   printf '%s\n' "${order[@]}" > "$KMODDIR/modules.order"
   cp "$KMODROOT/modules.builtin" "$KMODDIR/" 2>/dev/null || true
   log "kernel $KVER: modules ${order[*]}"

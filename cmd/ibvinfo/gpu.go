@@ -1,0 +1,191 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"usb4verbs/internal/sysinfo"
+	"usb4verbs/provider"
+)
+
+// gpuMemory says whether GPU memory can be registered on a device: a
+// dma-buf MR (ibv_reg_dmabuf_mr), which is how NCCL/RCCL, perftest
+// --use_rocm/--use_cuda_dmabuf and PyTorch register GPU buffers. The answer
+// is NCCL's own probe, made through our provider: a registration of length
+// 0 on fd -1, which a kernel without dma-buf MRs refuses with EOPNOTSUPP
+// (or EPROTONOSUPPORT) and one with them with any other errno.
+type gpuMemory struct {
+	// Supported: dma-buf MRs register (the probe was not EOPNOTSUPP/EPROTONOSUPPORT).
+	Supported bool `json:"supported"`
+	// Probe is the probe's errno name (EINVAL, EOPNOTSUPP, ...), or the error.
+	Probe string `json:"probe"`
+	// GPUDirect is the module's gpu_direct parameter (auto, on, off), where
+	// the build has it (pleite-main with tbv_gpu_direct=1).
+	GPUDirect string `json:"gpu_direct,omitempty"`
+	// Note says why, in words.
+	Note string `json:"note"`
+}
+
+// gpuDirectParam is thunderbolt_ibverbs' gpu_direct parameter, "" when the
+// module is not loaded or was built without it.
+func gpuDirectParam(s *sysinfo.System) string {
+	return s.Module("thunderbolt_ibverbs").Parameters["gpu_direct"]
+}
+
+// probeGPUMemory runs NCCL's dma-buf probe on an open context.
+func probeGPUMemory(ctx *provider.Context, usb4 bool, gpuDirect string) gpuMemory {
+	g := gpuMemory{}
+	if usb4 {
+		g.GPUDirect = gpuDirect
+	}
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		g.Probe = "alloc_pd: " + err.Error()
+		g.Note = "not probed"
+		return g
+	}
+	defer pd.Destroy()
+	mr, err := pd.RegDmabufMR(0, 0, 0, -1, 0)
+	if err == nil {
+		_ = mr.Destroy()
+		g.Supported, g.Probe = true, "registered"
+		g.Note = "dma-buf MRs register"
+		return g
+	}
+	var no unix.Errno
+	if !errors.As(err, &no) {
+		g.Probe = err.Error()
+		g.Note = "not probed"
+		return g
+	}
+	g.Probe = errnoName(no)
+	g.Supported = no != unix.EOPNOTSUPP && no != unix.EPROTONOSUPPORT
+	g.Note = gpuNote(g, usb4)
+	return g
+}
+
+// gpuNote explains a probe's answer.
+func gpuNote(g gpuMemory, usb4 bool) string {
+	switch {
+	case g.Supported:
+		return "dma-buf MRs register (the kernel checked the probe's arguments: " + g.Probe + ")"
+	case usb4 && g.GPUDirect == "off":
+		return "thunderbolt_ibverbs was loaded with gpu_direct=off"
+	case usb4 && g.GPUDirect != "":
+		return "thunderbolt_ibverbs refuses dma-buf MRs although gpu_direct=" + g.GPUDirect
+	case usb4:
+		return "this build of thunderbolt_ibverbs has no reg_user_mr_dmabuf"
+	}
+	return "the kernel driver has no reg_user_mr_dmabuf"
+}
+
+// gpuText is the one-line summary ibvinfo prints per device.
+func gpuText(g *gpuMemory) string {
+	if g == nil {
+		return "-"
+	}
+	yes := "no"
+	if g.Supported {
+		yes = "yes"
+	}
+	extra := ""
+	if g.GPUDirect != "" {
+		extra = ", gpu_direct=" + g.GPUDirect
+	}
+	return fmt.Sprintf("%s (probe %s%s)", yes, g.Probe, extra)
+}
+
+// gpuFix names what turns GPU memory on for a usb4 module that refuses it.
+func gpuFix(gpuDirect string) string {
+	if gpuDirect != "" {
+		return "reload thunderbolt_ibverbs with gpu_direct=on (modprobe -r thunderbolt_ibverbs; " +
+			"modprobe thunderbolt_ibverbs gpu_direct=on <your other parameters>)"
+	}
+	return "rebuild thunderbolt_ibverbs with GPU-direct compiled in (pleite-main: make tbv_gpu_direct=1) " +
+		"and load it with gpu_direct=on"
+}
+
+// probeGPULive probes the named devices on the live system (doctor).
+var probeGPULive = func(s *sysinfo.System, names []string) map[string]gpuMemory {
+	out := map[string]gpuMemory{}
+	for _, n := range names {
+		ctx, err := provider.Open(n)
+		if err != nil {
+			out[n] = gpuMemory{Probe: "open: " + err.Error(), Note: "not probed"}
+			continue
+		}
+		out[n] = probeGPUMemory(ctx, true, gpuDirectParam(s))
+		_ = ctx.Close()
+	}
+	return out
+}
+
+// checkGPUMemory: can GPU memory (dma-buf MRs) be registered on the usb4
+// devices? Live, NCCL's probe through our provider on each device decides;
+// in a captured tree only gpu_direct=off is known to refuse.
+func checkGPUMemory(e doctorEnv) check {
+	const id = "gpu-memory"
+	s := e.sys
+	if !usb4Setup(s) {
+		return skip(id, noUSB4)
+	}
+	param := gpuDirectParam(s)
+	devs := usb4Devices(s)
+	if e.gpu == nil {
+		if param == "off" {
+			return warn(id, "thunderbolt_ibverbs was loaded with gpu_direct=off: GPU memory (dma-buf MRs) is refused", gpuFix(param))
+		}
+		what := "no gpu_direct parameter"
+		if param != "" {
+			what = "gpu_direct=" + param
+		}
+		return skip(id, "not probed in a captured tree ("+what+")")
+	}
+	if len(devs) == 0 {
+		return skip(id, "no usb4 device to probe")
+	}
+	var yes, no, unknown []string
+	note := ""
+	for _, d := range devs {
+		g, ok := e.gpu[d.Name]
+		switch {
+		case !ok || g.Note == "not probed":
+			unknown = append(unknown, d.Name+" ("+g.Probe+")")
+		case g.Supported:
+			yes = append(yes, d.Name)
+		default:
+			no = append(no, d.Name)
+			note = g.Note
+		}
+	}
+	switch {
+	case len(no) > 0:
+		return warn(id, fmt.Sprintf("GPU memory (dma-buf MRs) is refused on %s: %s (NCCL, RCCL and perftest fall back to host memory)",
+			strings.Join(no, ", "), note), gpuFix(param))
+	case len(yes) == 0:
+		return skip(id, "could not probe: "+strings.Join(unknown, ", "))
+	}
+	msg := "GPU memory (dma-buf MRs) registers on " + strings.Join(yes, ", ")
+	if param != "" {
+		msg += " (gpu_direct=" + param + ")"
+	}
+	if len(unknown) > 0 {
+		msg += "; not probed: " + strings.Join(unknown, ", ")
+	}
+	return ok(id, msg)
+}
+
+// errnoName names an errno as rdma-core's users know it: 95 is EOPNOTSUPP
+// (Go's table says ENOTSUP, the same value on Linux).
+func errnoName(no unix.Errno) string {
+	if no == unix.EOPNOTSUPP {
+		return "EOPNOTSUPP"
+	}
+	if n := unix.ErrnoName(no); n != "" {
+		return n
+	}
+	return fmt.Sprintf("errno %d", int(no))
+}

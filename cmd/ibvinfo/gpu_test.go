@@ -1,0 +1,94 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"usb4verbs/internal/sysinfo"
+)
+
+// gpuSys is a system with two usb4 devices and thunderbolt_ibverbs loaded
+// with the given gpu_direct parameter ("" for a build without it).
+func gpuSys(param string) *sysinfo.System {
+	m := sysinfo.Module{Name: "thunderbolt_ibverbs", Loaded: true, Parameters: map[string]string{"register_verbs": "1"}}
+	if param != "" {
+		m.Parameters["gpu_direct"] = param
+	}
+	return &sysinfo.System{
+		Modules: []sysinfo.Module{m},
+		Devices: []sysinfo.Device{{Name: "usb4_rdma0", USB4: &sysinfo.USB4Identity{}}, {Name: "usb4_rdma5", USB4: &sysinfo.USB4Identity{}}},
+	}
+}
+
+// TestGPUMemoryCheckLive: doctor's gpu-memory check on the probe's answers
+// (NCCL's: EOPNOTSUPP/EPROTONOSUPPORT mean unsupported, anything else
+// supported), with the fix naming the module parameter where the build has
+// it and the rebuild where it does not.
+func TestGPUMemoryCheckLive(t *testing.T) {
+	refused := func(param string) gpuMemory {
+		g := gpuMemory{Probe: "EOPNOTSUPP", GPUDirect: param}
+		g.Note = gpuNote(g, true)
+		return g
+	}
+	supported := gpuMemory{Supported: true, Probe: "EINVAL", GPUDirect: "on"}
+	supported.Note = gpuNote(supported, true)
+	cases := []struct {
+		name, param string
+		gpu         map[string]gpuMemory
+		verdict     string
+		msg, fix    string
+	}{
+		{"pleite-main gpu_direct=on", "on", map[string]gpuMemory{"usb4_rdma0": supported, "usb4_rdma5": supported},
+			verdictOK, "registers on usb4_rdma0, usb4_rdma5 (gpu_direct=on)", ""},
+		{"pleite-main gpu_direct=off", "off", map[string]gpuMemory{"usb4_rdma0": refused("off"), "usb4_rdma5": refused("off")},
+			verdictWarn, "loaded with gpu_direct=off", "gpu_direct=on"},
+		{"hellas-main (no op)", "", map[string]gpuMemory{"usb4_rdma0": refused(""), "usb4_rdma5": refused("")},
+			verdictWarn, "has no reg_user_mr_dmabuf", "make tbv_gpu_direct=1"},
+		{"one device not probed", "", map[string]gpuMemory{"usb4_rdma0": supported, "usb4_rdma5": {Probe: "open: EBUSY", Note: "not probed"}},
+			verdictOK, "not probed: usb4_rdma5 (open: EBUSY)", ""},
+		{"none probed", "", map[string]gpuMemory{}, verdictSkip, "could not probe", ""},
+	}
+	for _, c := range cases {
+		got := checkGPUMemory(doctorEnv{sys: gpuSys(c.param), gpu: c.gpu})
+		if got.ID != "gpu-memory" || got.Verdict != c.verdict || !strings.Contains(got.Message, c.msg) ||
+			!strings.Contains(got.Fix, c.fix) || (c.fix == "") != (got.Fix == "") {
+			t.Errorf("%s: %+v, want verdict %s, message with %q, fix with %q", c.name, got, c.verdict, c.msg, c.fix)
+		}
+	}
+	// Captured tree (no probe): only gpu_direct=off is known to refuse.
+	if got := checkGPUMemory(doctorEnv{sys: gpuSys("off")}); got.Verdict != verdictWarn || !strings.Contains(got.Fix, "gpu_direct=on") {
+		t.Errorf("captured gpu_direct=off: %+v", got)
+	}
+	if got := checkGPUMemory(doctorEnv{sys: gpuSys("")}); got.Verdict != verdictSkip {
+		t.Errorf("captured, no parameter: %+v", got)
+	}
+	if got := checkGPUMemory(doctorEnv{sys: &sysinfo.System{}}); got.Verdict != verdictSkip {
+		t.Errorf("no usb4: %+v", got)
+	}
+}
+
+func TestGPUText(t *testing.T) {
+	g := gpuMemory{Supported: true, Probe: "EINVAL", GPUDirect: "on"}
+	if s := gpuText(&g); s != "yes (probe EINVAL, gpu_direct=on)" {
+		t.Errorf("gpuText %q", s)
+	}
+	g = gpuMemory{Probe: "EOPNOTSUPP"}
+	if s := gpuText(&g); s != "no (probe EOPNOTSUPP)" {
+		t.Errorf("gpuText %q", s)
+	}
+	if n := gpuNote(g, false); !strings.Contains(n, "kernel driver has no reg_user_mr_dmabuf") {
+		t.Errorf("rxe note %q", n)
+	}
+}
+
+// TestErrnoName: the bed showed "ENOTSUP" for hellas-main's answer; users
+// and docs/dmabuf.md call 95 EOPNOTSUPP.
+func TestErrnoName(t *testing.T) {
+	for no, want := range map[unix.Errno]string{unix.EOPNOTSUPP: "EOPNOTSUPP", unix.EINVAL: "EINVAL", unix.EBADF: "EBADF"} {
+		if got := errnoName(no); got != want {
+			t.Errorf("errnoName(%d) = %q, want %q", int(no), got, want)
+		}
+	}
+}

@@ -1,0 +1,464 @@
+// dmabuf: memory regions over dma-bufs (ibv_reg_dmabuf_mr) through libibverbs
+// and whichever provider serves the devices (RDMAV_DRIVERS picks ours or the
+// module's C provider), on the bed's two hosts (USB4VERBS_DEV0 on host 0,
+// USB4VERBS_DEV1 on host 1) or on rxe0/rxe1.
+//
+// The dma-bufs come from vgem, the DRM driver without hardware: a dumb
+// buffer (DRM_IOCTL_MODE_CREATE_DUMB) exported with PRIME
+// (DRM_IOCTL_PRIME_HANDLE_TO_FD) is a dma-buf backed by shmem pages, and the
+// exporter's own mapping (DRM_IOCTL_MODE_MAP_DUMB, mmap of the DRM fd) is
+// where every byte is written before and checked after a transfer. No GPU
+// is involved: peer-to-peer BAR memory stays untested.
+//
+// One line per case, --- PASS|FAIL|SKIP: rel/dmabuf/<case>, and for each
+// case an outcome line "@@DMABUF <case> <outcome>" (ok, or the errno name)
+// that guest-dmabuf.sh compares between the two providers of one boot.
+//
+//   nccl_probe        ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0): NCCL's probe;
+//                     anything but EOPNOTSUPP/EPROTONOSUPPORT means supported
+//   reg               a whole dumb buffer, at an iova of its own
+//   reg_offset        a part of it, from a page offset (iova on the same page offset)
+//   reg_fd-1          fd -1 with a real length
+//   reg_not_dmabuf    an fd that is no dma-buf (/dev/null)
+//   reg_offset_past   offset at the end of the buffer
+//   reg_length_past   length beyond the buffer
+//   reg_iova_misaligned offset and iova on different page offsets
+//   control_<op>      the four transfers below between ordinary MRs, so that the
+//                     cases and their checks are known to work on the device pair
+//   write, read, send_recv, write_with_imm
+//                     host 0 -> host 1 with both sides' buffers in dma-buf MRs
+//                     (READ: host 0 reads host 1's), bytes checked through the
+//                     receiver's mapping, bytes outside the target unchanged
+//
+// DMABUF_EXPECT=reg (the tree registers dma-bufs) makes a refused "reg" a
+// FAIL; DMABUF_EXPECT=refuse makes a successful one a FAIL; unset: either.
+#include "../reliability/rel.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+
+// DRM UAPI (linux:include/uapi/drm/drm.h, drm_mode.h), declared here because
+// the build host need not have libdrm's headers.
+struct drm_version_k {
+	int version_major, version_minor, version_patchlevel;
+	size_t name_len;
+	char *name;
+	size_t date_len;
+	char *date;
+	size_t desc_len;
+	char *desc;
+};
+struct drm_mode_create_dumb_k {
+	uint32_t height, width, bpp, flags, handle, pitch;
+	uint64_t size;
+};
+struct drm_mode_map_dumb_k {
+	uint32_t handle, pad;
+	uint64_t offset;
+};
+struct drm_prime_handle_k {
+	uint32_t handle, flags;
+	int32_t fd;
+};
+struct drm_gem_close_k {
+	uint32_t handle, pad;
+};
+#define DRM_IOCTL_VERSION_K _IOWR('d', 0x00, struct drm_version_k)
+#define DRM_IOCTL_GEM_CLOSE_K _IOW('d', 0x09, struct drm_gem_close_k)
+#define DRM_IOCTL_PRIME_HANDLE_TO_FD_K _IOWR('d', 0x2d, struct drm_prime_handle_k)
+#define DRM_IOCTL_MODE_CREATE_DUMB_K _IOWR('d', 0xB2, struct drm_mode_create_dumb_k)
+#define DRM_IOCTL_MODE_MAP_DUMB_K _IOWR('d', 0xB3, struct drm_mode_map_dumb_k)
+
+enum {
+	BUF_SIZE = 256 * 1024, // 1024 x 64 at 32 bpp
+	XFER_OFF = 4096 + 7,   // where a transfer lands inside a buffer: not page aligned
+	XFER_LEN = 65536 + 333,
+	GUARD = 0xEE,
+};
+static const uint64_t IOVA_BASE = 0x7f0000000000ull;
+
+// One dumb buffer: its GEM handle, dma-buf fd and the exporter's mapping.
+struct dbuf {
+	uint32_t handle;
+	int fd;
+	uint8_t *map;
+	size_t size;
+	uint64_t base; // the address WRs use for byte 0: the MR's iova, or map for an ordinary MR
+};
+
+static int drm_fd = -1;
+
+// vgem_open: the first /dev/dri/card* whose driver is vgem; -1 with why set.
+static int vgem_open(char *why, size_t n)
+{
+	for (int i = 0; i < 16; i++) {
+		char path[32], name[32] = "";
+		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
+		int fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		struct drm_version_k v = {.name_len = sizeof(name) - 1, .name = name};
+		if (ioctl(fd, DRM_IOCTL_VERSION_K, &v) == 0 && strcmp(name, "vgem") == 0)
+			return fd;
+		close(fd);
+	}
+	snprintf(why, n, "no vgem card under /dev/dri (modprobe vgem; CONFIG_DRM_VGEM)");
+	return -1;
+}
+
+static int dbuf_new(struct dbuf *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->fd = -1;
+	struct drm_mode_create_dumb_k c = {.height = 64, .width = 1024, .bpp = 32};
+	if (ioctl(drm_fd, DRM_IOCTL_MODE_CREATE_DUMB_K, &c))
+		return errno;
+	b->handle = c.handle;
+	b->size = (size_t)c.size;
+	struct drm_prime_handle_k p = {.handle = c.handle, .flags = O_CLOEXEC | O_RDWR, .fd = -1};
+	if (ioctl(drm_fd, DRM_IOCTL_PRIME_HANDLE_TO_FD_K, &p))
+		return errno;
+	b->fd = p.fd;
+	struct drm_mode_map_dumb_k m = {.handle = c.handle};
+	if (ioctl(drm_fd, DRM_IOCTL_MODE_MAP_DUMB_K, &m))
+		return errno;
+	void *map = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_SHARED, drm_fd, (off_t)m.offset);
+	if (map == MAP_FAILED)
+		return errno;
+	b->map = map;
+	b->base = IOVA_BASE;
+	memset(b->map, GUARD, b->size);
+	return 0;
+}
+
+static void dbuf_free(struct dbuf *b)
+{
+	if (b->map)
+		munmap(b->map, b->size);
+	if (b->fd >= 0)
+		close(b->fd);
+	if (b->handle) {
+		struct drm_gem_close_k g = {.handle = b->handle};
+		ioctl(drm_fd, DRM_IOCTL_GEM_CLOSE_K, &g);
+	}
+	memset(b, 0, sizeof(*b));
+	b->fd = -1;
+}
+
+static const int ACCESS = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+static void outcome(const char *name, const char *what)
+{
+	printf("@@DMABUF %s %s\n", name, what);
+	fflush(stdout);
+}
+
+static const char *expect(void)
+{
+	return rel_env("DMABUF_EXPECT", "");
+}
+
+// reg_case: one registration, kept in *keep when asked (else deregistered).
+static struct ibv_mr *reg_case(const char *name, struct ibv_pd *pd, uint64_t off, size_t len, uint64_t iova, int fd,
+			       int want_ok, int want_err, int keep)
+{
+	double t0 = rel_now();
+	errno = 0;
+	struct ibv_mr *mr = ibv_reg_dmabuf_mr(pd, off, len, iova, fd, ACCESS);
+	int e = errno;
+	outcome(name, mr ? "ok" : rel_errname(e));
+	if (mr) {
+		if (!want_ok)
+			rel_fail(name, t0, "registered (lkey %#x); want an errno", mr->lkey);
+		else if (mr->length != len || (uint64_t)(uintptr_t)mr->addr != off || mr->pd != pd)
+			rel_fail(name, t0, "ibv_mr addr %p length %zu pd %s; want addr %#" PRIx64 " length %zu",
+				 mr->addr, mr->length, mr->pd == pd ? "ok" : "wrong", off, len);
+		else
+			rel_pass(name, t0, "lkey %#x rkey %#x", mr->lkey, mr->rkey);
+		if (!keep) {
+			int rc = ibv_dereg_mr(mr);
+			if (rc)
+				rel_fail("dereg", t0, "ibv_dereg_mr %s", rel_errname(rc));
+			mr = NULL;
+		}
+		return mr;
+	}
+	if (want_ok)
+		rel_fail(name, t0, "refused with %s; this tree registers dma-bufs (DMABUF_EXPECT=reg)", rel_errname(e));
+	else if (e == 0)
+		rel_fail(name, t0, "NULL with errno 0");
+	else if (want_err && e != want_err)
+		rel_pass(name, t0, "refused with %s (the kernel's %s is the usual answer)", rel_errname(e),
+			 rel_errname(want_err));
+	else
+		rel_pass(name, t0, "refused with %s", rel_errname(e));
+	return NULL;
+}
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed * 131u + i * 7u + (i >> 8));
+}
+
+// check_buf: the target range carries the pattern and everything else is
+// still GUARD; 0, or -1 with why set.
+static int check_buf(const struct dbuf *b, size_t off, size_t len, unsigned seed, char *why, size_t n)
+{
+	uint8_t want[XFER_LEN];
+	fill(want, len, seed);
+	for (size_t i = 0; i < b->size; i++) {
+		uint8_t w = (i >= off && i < off + len) ? want[i - off] : GUARD;
+		if (b->map[i] != w) {
+			size_t bad = 0;
+			for (size_t j = i; j < b->size; j++)
+				bad += b->map[j] != ((j >= off && j < off + len) ? want[j - off] : GUARD);
+			snprintf(why, n, "byte %zu is %#x, want %#x (%s); %zu bytes wrong", i, b->map[i], w,
+				 i >= off && i < off + len ? "target" : "outside the target", bad);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, char *why, size_t n, const char *who)
+{
+	int rc = rel_poll_one(cq, wc, 20);
+	if (rc <= 0) {
+		snprintf(why, n, "%s: %s", who, rc == 0 ? "no completion in 20 s" : "poll_cq failed");
+		return -1;
+	}
+	if (wc->status != IBV_WC_SUCCESS) {
+		snprintf(why, n, "%s: completion %s (vendor %#x)", who, ibv_wc_status_str(wc->status), wc->vendor_err);
+		return -1;
+	}
+	return 0;
+}
+
+enum op { OP_WRITE, OP_READ, OP_SEND, OP_WRITE_IMM };
+
+// data_case: A (host 0) moves XFER_LEN bytes to/from B (host 1), both in
+// dma-buf MRs at IOVA_BASE; the receiving buffer is checked byte for byte
+// through its mapping, the sending one must be unchanged.
+static void data_case(const char *name, enum op op, struct rel_end *A, struct rel_end *B, struct dbuf *ba,
+		      struct dbuf *bb, struct ibv_mr *ma, struct ibv_mr *mb, unsigned seed)
+{
+	double t0 = rel_now();
+	char why[256] = "";
+	memset(ba->map, GUARD, ba->size);
+	memset(bb->map, GUARD, bb->size);
+	// The source is A's buffer, except for READ, where A reads B's.
+	struct dbuf *src = op == OP_READ ? bb : ba, *dst = op == OP_READ ? ba : bb;
+	fill(src->map + XFER_OFF, XFER_LEN, seed);
+	uint32_t imm = 0x5eed0000u | seed;
+	struct ibv_wc wc;
+	if (op == OP_SEND || op == OP_WRITE_IMM) {
+		struct ibv_sge rs = {.addr = bb->base + XFER_OFF, .length = op == OP_SEND ? XFER_LEN : 0, .lkey = mb->lkey};
+		struct ibv_recv_wr rwr = {.wr_id = 2, .sg_list = &rs, .num_sge = op == OP_SEND ? 1 : 0}, *bad;
+		int rc = ibv_post_recv(B->qp, &rwr, &bad);
+		if (rc) {
+			rel_fail(name, t0, "post_recv: %s", rel_errname(rc));
+			outcome(name, rel_errname(rc));
+			return;
+		}
+	}
+	struct ibv_sge s = {.addr = ba->base + XFER_OFF, .length = XFER_LEN, .lkey = ma->lkey};
+	struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &s, .num_sge = 1, .send_flags = IBV_SEND_SIGNALED}, *bad;
+	switch (op) {
+	case OP_WRITE:
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		break;
+	case OP_READ:
+		wr.opcode = IBV_WR_RDMA_READ;
+		break;
+	case OP_SEND:
+		wr.opcode = IBV_WR_SEND;
+		break;
+	case OP_WRITE_IMM:
+		wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		wr.imm_data = htonl(imm);
+		break;
+	}
+	wr.wr.rdma.remote_addr = bb->base + XFER_OFF;
+	wr.wr.rdma.rkey = mb->rkey;
+	int rc = ibv_post_send(A->qp, &wr, &bad);
+	if (rc) {
+		rel_fail(name, t0, "post_send: %s", rel_errname(rc));
+		outcome(name, rel_errname(rc));
+		return;
+	}
+	if (wait_wc(A->cq, &wc, why, sizeof(why), "sender"))
+		goto fail;
+	if (op == OP_SEND || op == OP_WRITE_IMM) {
+		if (wait_wc(B->cq, &wc, why, sizeof(why), "receiver"))
+			goto fail;
+		if (op == OP_WRITE_IMM && (!(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != imm)) {
+			snprintf(why, sizeof(why), "receive completion: imm %#x (flags %#x), want %#x", ntohl(wc.imm_data),
+				 wc.wc_flags, imm);
+			goto fail;
+		}
+		if (op == OP_SEND && wc.byte_len != XFER_LEN) {
+			snprintf(why, sizeof(why), "receive completion: byte_len %u, want %d", wc.byte_len, XFER_LEN);
+			goto fail;
+		}
+	}
+	if (check_buf(dst, XFER_OFF, XFER_LEN, seed, why, sizeof(why)))
+		goto fail;
+	char w2[200];
+	if (check_buf(src, XFER_OFF, XFER_LEN, seed, w2, sizeof(w2))) {
+		snprintf(why, sizeof(why), "source changed: %s", w2);
+		goto fail;
+	}
+	outcome(name, "ok");
+	rel_pass(name, t0, "%d bytes at offset %d, every byte of both %zu-byte buffers checked%s", XFER_LEN, XFER_OFF,
+		 dst->size, src->handle ? " through the vgem mapping" : "");
+	return;
+fail:
+	outcome(name, "fail");
+	rel_fail(name, t0, "%s", why);
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	rel_prog = "dmabuf";
+	static const char *data_cases[] = {"write", "read", "send_recv", "write_with_imm"};
+	const char *regs[] = {"reg", "reg_offset", "reg_fd-1", "reg_not_dmabuf", "reg_offset_past", "reg_length_past",
+			      "reg_iova_misaligned"};
+	struct rel_end A, B;
+	const char *what = "";
+	// rel_pair_open registers an ordinary buffer too (unused here).
+	int rc = rel_pair_open(&A, &B, 16, 4096, 16, &what);
+	if (rc) {
+		rel_fail("setup", 0, "%s: %s", what, rel_errname(rc));
+		return rel_exit_code();
+	}
+	double t0 = rel_now();
+	errno = 0;
+	struct ibv_mr *pm = ibv_reg_dmabuf_mr(A.pd, 0, 0, 0, -1, 0);
+	int e = errno;
+	int supported = pm || (e != EOPNOTSUPP && e != EPROTONOSUPPORT);
+	outcome("nccl_probe", pm ? "ok" : rel_errname(e));
+	if (pm) {
+		ibv_dereg_mr(pm);
+		rel_fail("nccl_probe", t0, "registered a length-0 MR of fd -1");
+	} else {
+		rel_check(e != 0, "nccl_probe", t0, "%s: NCCL reads dma-buf MRs as %s", rel_errname(e),
+			  supported ? "supported" : "unsupported");
+	}
+
+	// control_*: the same transfers between ordinary MRs (ibv_reg_mr on heap
+	// buffers), so the cases and their checks are known to work on this
+	// device pair whatever the dma-buf MRs do.
+	{
+		struct dbuf ca = {.fd = -1, .size = BUF_SIZE}, cb = {.fd = -1, .size = BUF_SIZE};
+		struct ibv_mr *mca = NULL, *mcb = NULL;
+		static const char *cnames[] = {"control_write", "control_read", "control_send_recv", "control_write_with_imm"};
+		double tc = rel_now();
+		if (!posix_memalign((void **)&ca.map, 4096, BUF_SIZE) && !posix_memalign((void **)&cb.map, 4096, BUF_SIZE)) {
+			ca.base = (uintptr_t)ca.map;
+			cb.base = (uintptr_t)cb.map;
+			mca = ibv_reg_mr(A.pd, ca.map, BUF_SIZE, ACCESS);
+			mcb = ibv_reg_mr(B.pd, cb.map, BUF_SIZE, ACCESS);
+		}
+		if (mca && mcb) {
+			for (int i = 0; i < 4; i++)
+				data_case(cnames[i], (enum op)i, &A, &B, &ca, &cb, mca, mcb, 10 + (unsigned)i);
+		} else {
+			rel_fail("control", tc, "ordinary MRs: %s", rel_errname(errno));
+		}
+		if (mca)
+			ibv_dereg_mr(mca);
+		if (mcb)
+			ibv_dereg_mr(mcb);
+		free(ca.map);
+		free(cb.map);
+	}
+
+	char why[200];
+	drm_fd = vgem_open(why, sizeof(why));
+	if (drm_fd < 0) {
+		for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
+			rel_skip(regs[i], "%s", why);
+		for (size_t i = 0; i < 4; i++)
+			rel_skip(data_cases[i], "%s", why);
+		rel_end_close(&A);
+		rel_end_close(&B);
+		return rel_exit_code();
+	}
+	struct dbuf ba, bb;
+	if ((rc = dbuf_new(&ba)) || (rc = dbuf_new(&bb))) {
+		rel_fail("vgem_buffer", 0, "dumb buffer / PRIME export / map: %s", rel_errname(rc));
+		return rel_exit_code();
+	}
+	int want_ok = strcmp(expect(), "reg") == 0, want_refuse = strcmp(expect(), "refuse") == 0;
+	struct ibv_mr *ma = NULL, *mb = NULL;
+	{
+		double t = rel_now();
+		errno = 0;
+		ma = ibv_reg_dmabuf_mr(A.pd, 0, ba.size, IOVA_BASE, ba.fd, ACCESS);
+		e = errno;
+		if (ma)
+			mb = ibv_reg_dmabuf_mr(B.pd, 0, bb.size, IOVA_BASE, bb.fd, ACCESS);
+		int e2 = errno;
+		outcome("reg", ma && mb ? "ok" : rel_errname(ma ? e2 : e));
+		if (ma && mb) {
+			int type;
+			memcpy(&type, (char *)ma + 48, sizeof(type)); // verbs_mr.mr_type
+			if (want_refuse)
+				rel_fail("reg", t, "registered; this tree has no dma-buf MRs (DMABUF_EXPECT=refuse)");
+			else if (ma->length != ba.size || ma->addr != NULL || type != 3)
+				rel_fail("reg", t, "ibv_mr addr %p length %zu mr_type %d; want 0, %zu, 3", ma->addr,
+					 ma->length, type, ba.size);
+			else
+				rel_pass("reg", t, "both hosts: %zu-byte vgem buffers at iova %#" PRIx64
+						   ", lkey %#x rkey %#x / lkey %#x rkey %#x, verbs_mr type DMABUF",
+					 ba.size, IOVA_BASE, ma->lkey, ma->rkey, mb->lkey, mb->rkey);
+		} else if (want_ok) {
+			rel_fail("reg", t, "refused with %s; this tree registers dma-bufs (DMABUF_EXPECT=reg)",
+				 rel_errname(ma ? e2 : e));
+		} else {
+			rel_pass("reg", t, "refused with %s", rel_errname(ma ? e2 : e));
+		}
+	}
+	int registers = ma && mb;
+	if (!registers && ma) {
+		ibv_dereg_mr(ma);
+		ma = NULL;
+	}
+	// The registrations the kernel must check whether or not the tree registers.
+	reg_case("reg_offset", A.pd, 8192, 65536, IOVA_BASE + 8192, ba.fd, registers, 0, 0);
+	reg_case("reg_fd-1", A.pd, 0, 4096, 0, -1, 0, registers ? EBADF : EOPNOTSUPP, 0);
+	int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	reg_case("reg_not_dmabuf", A.pd, 0, 4096, 0, nullfd, 0, registers ? EINVAL : EOPNOTSUPP, 0);
+	close(nullfd);
+	reg_case("reg_offset_past", A.pd, ba.size, 4096, 0, ba.fd, 0, registers ? EINVAL : EOPNOTSUPP, 0);
+	reg_case("reg_length_past", A.pd, 0, ba.size + 4096, 0, ba.fd, 0, registers ? EINVAL : EOPNOTSUPP, 0);
+	reg_case("reg_iova_misaligned", A.pd, 0, 4096, 0x100, ba.fd, 0, registers ? EINVAL : EOPNOTSUPP, 0);
+
+	if (!registers) {
+		for (size_t i = 0; i < 4; i++) {
+			outcome(data_cases[i], "skip");
+			rel_skip(data_cases[i], "no dma-buf MR: reg refused");
+		}
+	} else {
+		data_case("write", OP_WRITE, &A, &B, &ba, &bb, ma, mb, 1);
+		data_case("read", OP_READ, &A, &B, &ba, &bb, ma, mb, 2);
+		data_case("send_recv", OP_SEND, &A, &B, &ba, &bb, ma, mb, 3);
+		data_case("write_with_imm", OP_WRITE_IMM, &A, &B, &ba, &bb, ma, mb, 4);
+	}
+	// Deregistered before the QPs go: the order an application takes.
+	if (ma && (rc = ibv_dereg_mr(ma)))
+		rel_fail("dereg", 0, "ibv_dereg_mr: %s", rel_errname(rc));
+	if (mb && (rc = ibv_dereg_mr(mb)))
+		rel_fail("dereg", 0, "ibv_dereg_mr: %s", rel_errname(rc));
+	rel_end_close(&A);
+	rel_end_close(&B);
+	dbuf_free(&ba);
+	dbuf_free(&bb);
+	close(drm_fd);
+	return rel_exit_code();
+}

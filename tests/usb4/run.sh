@@ -125,6 +125,18 @@ usb4_stock_files() {
   # create_qp_ex / ibv_wr_* on the module (guest-smoke.sh runs it before the stock cases).
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$STOCK_FILES/qpex" "$REPO/cshim/testdata/qpex.c" -libverbs ||
     result FAIL "usb4/$1/qpex/build" "gcc cshim/testdata/qpex.c"
+  # The DV ABI as an application uses it (issue 23), run by guest-smoke.sh through our
+  # provider and through the module's own C provider (tests/bench/upstream-provider.sh,
+  # cached; where it cannot be built the guest says SKIP with the reason).
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -I"$REPO/uapi/c" -o "$STOCK_FILES/dvconsumer" \
+    "$USB4DIR/dvconsumer.c" -libverbs || result FAIL "usb4/$1/dv_consumer/build" "gcc tests/usb4/dvconsumer.c"
+  local uprc=0 uplog="$REPO/build/usb4/upstream-provider.log"
+  (cd "$REPO" && tests/bench/upstream-provider.sh "$STOCK_FILES/upstream") > /dev/null 2> "$uplog" || uprc=$?
+  if ((uprc != 0)); then
+    rm -rf "$STOCK_FILES/upstream"; mkdir -p "$STOCK_FILES/upstream"
+    printf 'the module'"'"'s C provider was not built (tests/bench/upstream-provider.sh exit %s: %s)\n' \
+      "$uprc" "$(tail -n 1 "$uplog")" > "$STOCK_FILES/upstream/skip"
+  fi
   {
     printf 'MODE=usb4\nITERS=%s\nTIMEOUT=%s\nBIG_ITERS=%s\n' "${USB4_STOCK_ITERS:-1000}" \
       "${USB4_STOCK_TIMEOUT:-60}" "${USB4_STOCK_BIG_ITERS:-100}"

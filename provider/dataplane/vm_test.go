@@ -99,16 +99,17 @@ func vmSides(t *testing.T) (*vmSide, *vmSide) {
 // usb4Tree is the module tree of the harness's usb4 mode, "" on rxe.
 func usb4Tree() string { return os.Getenv("USB4VERBS_BACKEND_TREE") }
 
-// isDVTree: the pleite-gda line (eca80ec as "pleite-gda", later commits as
-// "pleite-gda-<commit>"), whose DV queues have caps and a kernel poller.
+// isDVTree: the pleite-gda line (eca80ec as "pleite-gda", 8099446 as
+// "pleite-gda-8099446"), whose DV queues have caps and a kernel poller.
 func isDVTree(tree string) bool { return strings.HasPrefix(tree, "pleite-gda") }
 
 // wantUSB4Backends is what each module tree offers a QP granted sendSGE
 // send SGEs (tests/usb4/README.md): hellas-main has kernel commands only;
 // hellas-gda-v2 answers DV's QUERY_CAPS with caps = 0, so DV is refused and
-// kernel commands serve; pleite-gda has DV send queues with caps, taken by a
-// QP whose sends all fit a DV WQE (one SGE), the others stay on kernel
-// commands. None offers the mapped CQ ring (donnerkeule's, which does not
+// kernel commands serve; pleite-main has no DV; pleite-gda (eca80ec) and
+// pleite-gda-8099446 (the DV line's head) have DV send queues with caps,
+// taken by a QP whose sends all fit a DV WQE (one SGE), the others stay on
+// kernel commands. None offers the mapped CQ ring (donnerkeule's, which does not
 // build), so CQs poll through kernel commands. "" means not asserted.
 func wantUSB4Backends(tree string, sendSGE uint32, sendCQChannel bool) (cq, send string) {
 	switch {

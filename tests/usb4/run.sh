@@ -29,7 +29,7 @@ mkdir -p "$VMCACHE" "$USB4CACHE"
 local diag_only=0
 [[ ${1:-} == --diag-only ]] && { diag_only=1; shift; }
 local trees=("$@") tree
-((${#trees[@]})) || read -ra trees <<<"$USB4_TREES"
+((${#trees[@]})) || read -ra trees <<<"${USB4_TEST_TREES:-$USB4_TEST_TREES_DEFAULT}"
 USB4_MODULE_SRC=$(usb4_module_src "$REPO")
 if [[ -z $USB4_MODULE_SRC || ! -d $USB4_MODULE_SRC ]]; then
   local why="USB4_MODULE_SRC not set and ../shared/usb4-module absent"
@@ -167,7 +167,7 @@ usb4_build_only() {
   kbuild_module "$2" "" "$out/tbloop" || return 1
   dir=$(usb4_tree_dir "$1") || return 1
   KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" KBUILD_GLUE="$(usb4_tree_glue "$1")" \
-    kbuild_module "$dir" kernel "$out/tree"
+    KBUILD_MAKEVARS="$(usb4_tree_make_vars "$1")" kbuild_module "$dir" kernel "$out/tree"
 }
 
 main "$@"

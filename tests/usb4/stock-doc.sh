@@ -27,7 +27,9 @@ main() {
     section "$t" "$f" > "$secdir/$t.md"
   done
   # The trees in the order tests/usb4/lib/trees.sh builds them, then any other.
-  for t in hellas-main pleite-gda hellas-gda-v2 donnerkeule-cq; do [[ -f $secdir/$t.md ]] && order+=("$t"); done
+  # shellcheck source=/dev/null
+  . "$here/lib/trees.sh"
+  for t in $USB4_TREES; do [[ -f $secdir/$t.md ]] && order+=("$t"); done
   for f in "$secdir"/*.md; do
     [[ -f $f ]] || continue
     t=${f##*/}; t=${t%.md}

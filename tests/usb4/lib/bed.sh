@@ -37,7 +37,7 @@ usb4_prepare() {
   kos=$(kbuild_module "$USB4_TBLOOP_SRC" "" "$out/tbloop") || die "usb4: tbloop does not build against $KVER"
   treedir=$(usb4_tree_dir "$USB4_TREE") || exit 1
   kos+=$'\n'$(KBUILD_EXTRA_SYMBOLS="$out/tbloop/Module.symvers" KBUILD_GLUE="$(usb4_tree_glue "$USB4_TREE")" \
-    kbuild_module "$treedir" kernel "$out/tree") \
+    KBUILD_MAKEVARS="$(usb4_tree_make_vars "$USB4_TREE")" kbuild_module "$treedir" kernel "$out/tree") \
     || die "usb4: $USB4_TREE does not build against $KVER (tests/usb4/README.md lists the kernels it builds on)"
   USB4_KO_NAMES=()
   local built=" "

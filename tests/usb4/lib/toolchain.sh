@@ -110,16 +110,24 @@ srctar() {
 # Module.symvers and build.log into OUT and prints the .ko paths. KBUILD_GLUE:
 # space-separated OBJ=HEADER pairs, a header of ours forced in front of one object of
 # the module (make CFLAGS_OBJ=-include HEADER), for a tree that needs glue on this
-# kernel (trees.sh usb4_tree_glue).
+# kernel (trees.sh usb4_tree_glue). KBUILD_MAKEVARS: space-separated NAME=VALUE make
+# variables of the tree's own Makefile (trees.sh usb4_tree_make_vars, e.g. pleite-main's
+# tbv_gpu_direct=1); part of the key. KDIR is always the headers directory: the trees'
+# Makefiles read it (`KDIR ?= /lib/modules/$(KVER)/build`, which in the chroot is the
+# host's kernel) and pleite's probe the headers under it for the kernel's API; KDIR
+# follows from the toolchain, which the key has.
 kbuild_module() {
-  local src=$1 subdir=$2 out=$3 key f i=0 extra=() glue=() symvers gluevars=()
+  local src=$1 subdir=$2 out=$3 key f i=0 extra=() glue=() symvers gluevars=() makevars=()
   read -ra extra <<<"${KBUILD_EXTRA_SYMBOLS:-}"
   read -ra glue <<<"${KBUILD_GLUE:-}"
+  read -ra makevars <<<"${KBUILD_MAKEVARS:-}"
+  for f in "${makevars[@]}"; do [[ $f =~ ^[A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*$ ]] || die "KBUILD_MAKEVARS: $f is not NAME=VALUE"; done
   for f in "${extra[@]}"; do [[ -f $f ]] || die "KBUILD_EXTRA_SYMBOLS: no file $f"; done
   for f in "${glue[@]}"; do [[ $f == *.o=* && -f ${f#*=} ]] || die "KBUILD_GLUE: $f is not OBJ.o=<existing header>"; done
   key=$( { srctar "$src" | sha256sum; printf '%s\n' "$subdir" "$TCROOT"
            for f in "${extra[@]}"; do sha256sum < "$f"; done
-           for f in "${glue[@]}"; do printf 'glue %s ' "${f%%=*}=${f##*/}"; sha256sum < "${f#*=}"; done; } | sha256sum | cut -c1-16)
+           for f in "${glue[@]}"; do printf 'glue %s ' "${f%%=*}=${f##*/}"; sha256sum < "${f#*=}"; done
+           for f in "${makevars[@]}"; do printf 'make %s\n' "$f"; done; } | sha256sum | cut -c1-16)
   local ko lockfd
   ko="$USB4CACHE/ko/$(basename "$src")-$key"
   mkdir -p "$USB4CACHE/ko"
@@ -137,11 +145,11 @@ kbuild_module() {
       mkdir -p "$work/glue"; cp "${f#*=}" "$work/glue/"
       gluevars+=("CFLAGS_${f%%=*}=-include /build/glue/${f##*/}")
     done
-    log "kbuild: building $src${subdir:+/$subdir} for $TCDESC${gluevars[*]:+ (${gluevars[*]})}"
+    log "kbuild: building $src${subdir:+/$subdir} for $TCDESC${gluevars[*]:+ (${gluevars[*]})}${makevars[*]:+ with ${makevars[*]}}"
     local rc=0
-    tc_run "$work" make -C "$KHDR" M="/build/src${subdir:+/$subdir}" \
+    tc_run "$work" make -C "$KHDR" M="/build/src${subdir:+/$subdir}" KDIR="$KHDR" \
       -j"${KBUILD_JOBS:-2}" ${symvers:+KBUILD_EXTRA_SYMBOLS="${symvers# }"} \
-      "${gluevars[@]}" modules \
+      "${gluevars[@]}" "${makevars[@]}" modules \
       > "$work/build.log" 2>&1 || rc=$?
     if ((rc != 0)); then
       cat "$work/build.log" >&2

@@ -2,8 +2,15 @@
 # The module trees the usb4 bed builds, by the name USB4_TREE takes, and where their
 # source is. Needs USB4_MODULE_SRC and USB4CACHE set.
 
-# Trees in the order the bed builds them. donnerkeule-cq is the graft below.
-USB4_TREES="hellas-main pleite-gda hellas-gda-v2 donnerkeule-cq"
+# Every tree the bed knows, by name (USB4_TREE=<tree>, tests/usb4/run.sh TREE...), in the
+# order the bed builds them. donnerkeule-cq is the graft below. pleite-gda is eca80ec,
+# pleite-gda-8099446 the DV line's head.
+USB4_TREES="hellas-main pleite-main pleite-gda-8099446 pleite-gda hellas-gda-v2 donnerkeule-cq"
+
+# The trees tests/usb4/run.sh takes without arguments (the `make test` stage), unless
+# USB4_TEST_TREES says otherwise; tests/usb4/README.md ("Which trees make test boots")
+# says why these.
+USB4_TEST_TREES_DEFAULT="hellas-main pleite-main pleite-gda-8099446 donnerkeule-cq"
 
 # usb4_module_src REPO: USB4_MODULE_SRC, else ../shared/usb4-module beside the repo when
 # it exists; prints nothing when neither is there.
@@ -21,7 +28,7 @@ usb4_module_src() {
 usb4_tree_kernel() {
   case $1 in
     hellas-main | donnerkeule-cq) printf 'trixie-backports linux-image-7.2.12+deb13-amd64\n' ;;
-    hellas-gda-v2 | pleite-gda) printf 'trixie linux-image-6.12.118+deb13-amd64\n' ;;
+    hellas-gda-v2 | pleite-gda | pleite-gda-8099446 | pleite-main) printf 'trixie linux-image-6.12.118+deb13-amd64\n' ;;
     *) return 1 ;;
   esac
 }
@@ -34,7 +41,7 @@ usb4_tree_kernel() {
 usb4_tree_dir() {
   local tree=$1 src=$USB4_MODULE_SRC
   case $tree in
-    hellas-main | pleite-gda | hellas-gda-v2)
+    hellas-main | pleite-main | pleite-gda-8099446 | pleite-gda | hellas-gda-v2)
       [[ -d $src/$tree/kernel ]] || { log "usb4: no $src/$tree/kernel"; return 1; }
       printf '%s\n' "$src/$tree" ;;
     donnerkeule-cq)
@@ -53,13 +60,14 @@ usb4_tree_dir() {
 
 # usb4_tree_glue TREE: glue of ours (tests/usb4/glue/) the tree is built with, as
 # kbuild_module's KBUILD_GLUE (OBJ=HEADER: the header forced in front of that object);
-# none for most trees. pleite-gda writes MODULE_IMPORT_NS("DMA_BUF")
-# (pleite-gda:kernel/main.c:264), the string form of 6.13+, and is built for 6.12 here:
-# the glue adds the import in the .modinfo form 6.12's modpost reads, to main.o, the
-# object that states it. The tree is not touched. Needs REPO.
+# none for most trees. pleite-gda and pleite-gda-8099446 write MODULE_IMPORT_NS("DMA_BUF")
+# (pleite-gda:kernel/main.c:264, pleite-gda-8099446:kernel/main.c:264), the string form
+# of 6.13+, and are built for 6.12 here: the glue adds the import in the .modinfo form
+# 6.12's modpost reads, to main.o, the object that states it. The tree is not touched.
+# Needs REPO.
 usb4_tree_glue() {
   case $1 in
-    pleite-gda) printf '%s\n' "main.o=$REPO/tests/usb4/glue/import-ns-dma-buf.h" ;;
+    pleite-gda | pleite-gda-8099446) printf '%s\n' "main.o=$REPO/tests/usb4/glue/import-ns-dma-buf.h" ;;
   esac
 }
 
@@ -70,9 +78,26 @@ usb4_tree_glue() {
 # tb_protocol_handler.callback_xd or set allow_source_blind_native=1"); no kernel has
 # callback_xd, so it takes its own parameter. tbloop gives each end of a cable its own
 # route, which is what the source-blind handler relies on (tbloop/README.md, Routes).
+# pleite-gda-8099446 refuses it the same way (pleite-gda-8099446:kernel/service.c:641).
+# pleite-main has no such refusal (and no such parameter); it is built with its
+# dma-buf MR op (usb4_tree_make_vars) and loaded with it on: gpu_direct=on
+# (pleite-main:kernel/main.c, "auto, on, off"; ibdev_mr.c refuses every dma-buf
+# registration while it is off).
 usb4_tree_tbv_params() {
   case $1 in
-    pleite-gda) printf '%s\n' "allow_source_blind_native=1" ;;
+    pleite-gda | pleite-gda-8099446) printf '%s\n' "allow_source_blind_native=1" ;;
+    pleite-main) printf '%s\n' "gpu_direct=on" ;;
+  esac
+}
+
+# usb4_tree_make_vars TREE: make variables of the tree's own kernel/Makefile the bed
+# builds it with, as kbuild_module's KBUILD_MAKEVARS. pleite-main compiles its
+# reg_user_mr_dmabuf op only with tbv_gpu_direct=1 (pleite-main:kernel/Makefile:
+# `tbv_gpu_direct ?= 0`, `-DCONFIG_TBV_GPU_DIRECT`; pleite-main:kernel/ibdev.c sets the
+# op under that define).
+usb4_tree_make_vars() {
+  case $1 in
+    pleite-main) printf '%s\n' "tbv_gpu_direct=1" ;;
   esac
 }
 

@@ -16,9 +16,9 @@
 //   ibv_post_send (the kernel refuses it while the queue lives); then, once
 //   rung with KICK and once left to the kernel's poller: SEND, SEND_WITH_IMM,
 //   RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ, the three atomics where the
-//   caps have them, a run of mostly unsignaled WRITEs three times the SQ's
-//   depth (the ring wraps; tail and head packing), and a WQE of a stale
-//   generation (a STALE_GEN CQE, the QP stays live); DESTROY_QUEUE once the
+//   caps have them, WRITEs three times the SQ's depth (the ring wraps; tail
+//   and head packing), unsignaled WRITEs before a signaled one, and a WQE of
+//   a stale generation (a STALE_GEN CQE, the QP stays live); DESTROY_QUEUE once the
 //   queue is drained (the consumer line says DEAD with a new generation), a
 //   second one (ENOENT), and ordinary verbs on the QP again.
 // Every byte that moves is compared, every CQE and receive completion checked
@@ -547,78 +547,85 @@ static void case_atomics(struct env *e)
 	verdict(name(e, "atomics"), err);
 }
 
-// Three times the SQ's depth of WRITEs, every fourth and the last signaled, each
-// to its own 256-byte slot: the ring wraps, the kernel completes in order and
-// writes CQEs for the signaled ones only.
-static void case_unsignaled_wrap(struct env *e)
+// expect_cqe takes the next CQE and checks it is the successful one of wr_id.
+static const char *expect_cqe(struct env *e, uint64_t wr_id, char *msg, size_t msglen)
+{
+	dv_cqe c;
+	const char *err = next_cqe(&e->q, &c);
+	if (!err && (c.wr_id != wr_id || c.status != USB4V_USB4_RDMA_DV_CQE_SUCCESS)) {
+		snprintf(msg, msglen, "CQE wr_id %" PRIu64 " status %u, want wr_id %" PRIu64 " success", (uint64_t)c.wr_id,
+			 c.status, wr_id);
+		err = msg;
+	}
+	return err;
+}
+
+// Three times the SQ's depth of signaled WRITEs, each to its own 256-byte slot,
+// with up to the whole SQ outstanding: the ring wraps (slot = index % depth,
+// heads and tails packed with the generation), the CQEs come in order.
+static void case_ring_wraps(struct env *e)
 {
 	char msg[384];
 	enum { N = 3 * SQ_ENTRIES, SZ = 256 };
 	const size_t loc = 65536, rem = 65536;
 	const char *err = NULL;
 	uint64_t want[N];
-	int nwant = 0;
+	int head = 0, nwant = 0;
 	fill(e->a.buf + loc, N * SZ, 13 + e->use_kick);
 	memset(e->b.buf + rem, 0, N * SZ);
 	for (int i = 0; i < N && !err; i++) {
-		dv_wqe w = wqe_remote(e, USB4V_USB4_RDMA_DV_WQE_RDMA_WRITE, loc + (size_t)i * SZ, SZ, rem + (size_t)i * SZ);
-		if (i % 4 != 3 && i != N - 1)
-			w.flags = 0;
-		// A full SQ: wait for the next CQE, which frees the slots up to its WQE.
-		while (!err && sq_full(&e->q)) {
-			dv_cqe c;
-			if (nwant == 0) {
-				err = "the SQ is full and no CQE is due";
-				break;
-			}
-			if ((err = next_cqe(&e->q, &c)))
-				break;
-			if (c.wr_id != want[0] || c.status != USB4V_USB4_RDMA_DV_CQE_SUCCESS) {
-				snprintf(msg, sizeof(msg), "CQE wr_id %" PRIu64 " status %u, want wr_id %" PRIu64 " success",
-					 (uint64_t)c.wr_id, c.status, want[0]);
-				err = msg;
-			}
-			memmove(want, want + 1, (size_t)(--nwant) * sizeof(want[0]));
-		}
+		// A full SQ: the next CQE frees the slot of its WQE.
+		while (!err && sq_full(&e->q))
+			err = expect_cqe(e, want[head++], msg, sizeof(msg));
 		if (err)
 			break;
-		if (w.flags)
-			want[nwant++] = w.wr_id;
+		dv_wqe w = wqe_remote(e, USB4V_USB4_RDMA_DV_WQE_RDMA_WRITE, loc + (size_t)i * SZ, SZ, rem + (size_t)i * SZ);
+		want[nwant++] = w.wr_id;
 		err = produce(&e->q, &w);
 		int krc = !err && e->use_kick ? kick(&e->q) : 0;
 		if (krc) {
 			snprintf(msg, sizeof(msg), "KICK: %s", strerror(krc));
 			err = msg;
 		}
-		// Take the CQEs that are there, so the CQ never fills.
-		while (!err && nwant > 0 && load_acquire(CONSUMER(e->q.db, cq_tail)) != pack(e->q.cq_head, e->q.gen)) {
-			dv_cqe c;
-			if ((err = next_cqe(&e->q, &c)))
-				break;
-			if (c.wr_id != want[0] || c.status != USB4V_USB4_RDMA_DV_CQE_SUCCESS) {
-				snprintf(msg, sizeof(msg), "CQE wr_id %" PRIu64 " status %u, want wr_id %" PRIu64 " success",
-					 (uint64_t)c.wr_id, c.status, want[0]);
-				err = msg;
-			}
-			memmove(want, want + 1, (size_t)(--nwant) * sizeof(want[0]));
-		}
 	}
-	while (!err && nwant > 0) {
-		dv_cqe c;
-		if ((err = next_cqe(&e->q, &c)))
-			break;
-		if (c.wr_id != want[0] || c.status != USB4V_USB4_RDMA_DV_CQE_SUCCESS) {
-			snprintf(msg, sizeof(msg), "CQE wr_id %" PRIu64 " status %u, want wr_id %" PRIu64 " success",
-				 (uint64_t)c.wr_id, c.status, want[0]);
-			err = msg;
-		}
-		memmove(want, want + 1, (size_t)(--nwant) * sizeof(want[0]));
-	}
+	while (!err && head < nwant)
+		err = expect_cqe(e, want[head++], msg, sizeof(msg));
 	if (!err && memcmp(e->b.buf + rem, e->a.buf + loc, N * SZ))
 		err = "the written bytes differ";
 	if (!err && sq_head(&e->q) != e->q.sq_tail)
 		err = "sq_head did not reach the tail";
-	verdict(name(e, "unsignaled_writes_wrap_the_ring"), err);
+	verdict(name(e, "writes_wrap_the_ring"), err);
+}
+
+// Unsignaled WQEs (the verbs rule: completed when a later signaled one is):
+// three unsignaled WRITEs and a signaled one; exactly one CQE, the fourth's,
+// and all four's bytes.
+static void case_unsignaled(struct env *e)
+{
+	char msg[384];
+	enum { N = 4, SZ = 512 };
+	const size_t loc = 81920, rem = 81920;
+	const char *err = NULL;
+	uint64_t last = 0;
+	fill(e->a.buf + loc, N * SZ, 19 + e->use_kick);
+	memset(e->b.buf + rem, 0, N * SZ);
+	for (int i = 0; i < N && !err; i++) {
+		dv_wqe w = wqe_remote(e, USB4V_USB4_RDMA_DV_WQE_RDMA_WRITE, loc + (size_t)i * SZ, SZ, rem + (size_t)i * SZ);
+		if (i < N - 1)
+			w.flags = 0;
+		last = w.wr_id;
+		err = produce(&e->q, &w);
+		int krc = !err && e->use_kick ? kick(&e->q) : 0;
+		if (krc) {
+			snprintf(msg, sizeof(msg), "KICK: %s", strerror(krc));
+			err = msg;
+		}
+	}
+	if (!err)
+		err = expect_cqe(e, last, msg, sizeof(msg));
+	if (!err && memcmp(e->b.buf + rem, e->a.buf + loc, N * SZ))
+		err = "the written bytes differ";
+	verdict(name(e, "unsignaled_writes_then_a_signaled_one"), err);
 }
 
 // A WQE whose embedded generation is not the queue's: the kernel answers a
@@ -841,8 +848,9 @@ int main(int argc, char **argv)
 		else
 			result("SKIP", name(&e, "rdma_read"), "caps 0x%x lack READ", e.caps.caps);
 		case_atomics(&e);
-		case_unsignaled_wrap(&e);
+		case_ring_wraps(&e);
 		case_stale_generation(&e);
+		case_unsignaled(&e); // last: a stuck one would hold the SQ's slots
 	}
 
 	// DESTROY_QUEUE after the queue drained: every WQE consumed, every CQE

@@ -28,7 +28,9 @@
 // USB4VERBS_CLAIM_RXE=1 or "claim_rxe yes" in /etc/usb4verbs/usb4_rdma.conf
 // (USB4VERBS_CONF overrides the path). USB4VERBS_FORCE_KERNEL_COMMANDS=1
 // (or TBV_CQ_FORCE_IOCTL, or "force_kernel_commands yes") keeps usb4 CQs and
-// QPs on kernel commands: no mapped CQ ring, no DV send queue.
+// QPs on kernel commands: no mapped CQ ring, no DV send queue. DV send
+// queues are the applications' unless USB4VERBS_DV_SEND=1 or "dv_send yes"
+// lets the provider attach its own, each at its QP's first post_send.
 //
 // Contexts (context.c) are allocated by libibverbs at its own size, on its
 // own command fd, on which the Go part's provider.OpenFDKnown then creates

@@ -177,7 +177,8 @@ static void load(void)
 		}
 		memcpy((char *)&go_api + go_entries[i].off, &sym, sizeof(sym));
 	}
-	struct usb4_go_config cfg = {.force_kernel_commands = usb4_abi_get()->force_kernel_commands};
+	struct usb4_go_config cfg = {.force_kernel_commands = usb4_abi_get()->force_kernel_commands,
+				     .dv_send = usb4_abi_get()->dv_send};
 	if (USB4_GO(Start, USB4_GO_API_VERSION, &cfg) != 0) {
 		fail(ELIBBAD, "%s is from another usb4verbs build (entry points differ); reinstall usb4verbs", path);
 		return;

@@ -62,13 +62,14 @@ __attribute__((constructor)) static void usb4_register(void)
 	struct usb4_settings settings = usb4_settings_read();
 	abi.claim_rxe = settings.claim_rxe;
 	abi.force_kernel_commands = settings.force_kernel_commands;
+	abi.dv_send = settings.dv_send;
 	const char *debug = secure_getenv("USB4VERBS_DEBUG");
 	if (debug && debug[0] == '1')
 		fprintf(stderr,
 			USB4_LOG_PREFIX "libibverbs PABI %u layout %s (%u ops) verbs_context %zu "
-					"ibv_port_attr %zu verbs_qp.comp_mask@%zu claim_rxe %d force_kernel_commands %d\n",
+					"ibv_port_attr %zu verbs_qp.comp_mask@%zu claim_rxe %d force_kernel_commands %d dv_send %d\n",
 			abi.pabi, abi.layout, abi.ops_slots, abi.vctx_size, abi.port_attr_size,
-			abi.qp_comp_mask_off, abi.claim_rxe, abi.force_kernel_commands);
+			abi.qp_comp_mask_off, abi.claim_rxe, abi.force_kernel_commands, abi.dv_send);
 	abi.registered = true;
 	the_abi = abi;
 	usb4_fork_guard_install();

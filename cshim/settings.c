@@ -14,6 +14,16 @@
 //     TBV_CQ_FORCE_IOCTL set (any value)   also forces, as it does there
 //     file line "force_kernel_commands yes"
 //
+//   dv_send: the provider attaches DV send queues of its own (usb4 devices
+//   whose QUERY_CAPS covers the QP), each at the QP's first post_send. Off
+//   by default: the DV ABI is for applications that produce WQEs themselves
+//   (pleite-gda:userspace/usb4_rdma/usb4_rdma_dv.h, GPU producers), the
+//   kernel allows one DV queue per QP, and a queue of ours would make their
+//   CREATE_QUEUE fail with EBUSY (DESIGN.md decision 4). force_kernel_commands
+//   wins over it.
+//     USB4VERBS_DV_SEND=1|0               wins when set
+//     file line "dv_send yes"
+//
 //   USB4VERBS_CONF=<path>        config file to read instead of the default
 //   /etc/usb4verbs/usb4_rdma.conf
 //
@@ -63,6 +73,8 @@ int usb4_settings_read_file(const char *path, struct usb4_settings *out)
 			dst = &out->claim_rxe;
 		else if (strcmp(key, "force_kernel_commands") == 0)
 			dst = &out->force_kernel_commands;
+		else if (strcmp(key, "dv_send") == 0)
+			dst = &out->dv_send;
 		if (!dst || !val) {
 			fprintf(stderr, USB4_LOG_PREFIX "%s: ignoring unknown line starting '%s'\n", path, key);
 			continue;
@@ -106,5 +118,10 @@ struct usb4_settings usb4_settings_read(void)
 	b = env_bool("USB4VERBS_FORCE_KERNEL_COMMANDS");
 	if (b >= 0)
 		s.force_kernel_commands = b;
+	b = env_bool("USB4VERBS_DV_SEND");
+	if (b >= 0)
+		s.dv_send = b;
+	if (s.force_kernel_commands)
+		s.dv_send = false;
 	return s;
 }

@@ -101,6 +101,7 @@ struct usb4_abi {
 	size_t sysfs_abi_ver_off;
 	bool claim_rxe; // rxe opt-in (settings.c)
 	bool force_kernel_commands; // usb4: no CQ ring, no DV (settings.c)
+	bool dv_send;               // usb4: DV send queues of ours, at a QP's first post (settings.c)
 
 	void *(*init_and_alloc_context)(void *ibdev, int cmd_fd, size_t alloc_size,
 					void *context_offset, uint32_t driver_id);
@@ -129,6 +130,7 @@ unsigned usb4_probe_ops_slots(void (*set_ops)(void *vctx, const void *ops));
 struct usb4_settings {
 	bool claim_rxe;             // claim rxe devices
 	bool force_kernel_commands; // usb4: kernel-command polling, no DV
+	bool dv_send;               // usb4: DV send queues of ours (off: left to applications)
 };
 struct usb4_settings usb4_settings_read(void);
 // Parses one config file into *s (keys it does not set stay); -1 if
@@ -433,10 +435,12 @@ struct usb4_open_info {
 // Bump USB4_GO_API_VERSION whenever an entry below or a struct it takes
 // changes: a front and a Go part from different builds then refuse each
 // other (usb4goStart) instead of misreading arguments.
-#define USB4_GO_API_VERSION 2
+#define USB4_GO_API_VERSION 3
 // What the Go part takes over from the front at start (settings.c).
+// Version 3 added dv_send.
 struct usb4_go_config {
 	bool force_kernel_commands;
+	bool dv_send;
 };
 int usb4goStart(uint32_t api_version, struct usb4_go_config *cfg);
 // Creates the kernel ucontext on libibverbs' cmd_fd, which stays libibverbs',

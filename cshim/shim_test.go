@@ -321,9 +321,10 @@ func TestHostRxeOptIn(t *testing.T) {
 }
 
 // force_kernel_commands (usb4: no mapped CQ ring, no DV) from the
-// environment, donnerkeule's TBV_CQ_FORCE_IOCTL, or the config file, as the
-// probe line reports it; cshim/objects.go consults it before TryMappedRing
-// and TryDV.
+// environment, donnerkeule's TBV_CQ_FORCE_IOCTL, or the config file, and
+// dv_send (the provider's own DV queues, off by default), as the probe line
+// reports them; cshim/gopart/objects.go consults them before TryMappedRing
+// and DeferDV.
 func TestHostForceKernelCommands(t *testing.T) {
 	h := setupHost(t)
 	conf := func(body string) string {
@@ -343,6 +344,12 @@ func TestHostForceKernelCommands(t *testing.T) {
 		{"donnerkeule's variable", []string{"TBV_CQ_FORCE_IOCTL=1"}, "force_kernel_commands 1"},
 		{"config file", []string{"USB4VERBS_CONF=" + conf("force_kernel_commands yes\nclaim_rxe no\n")}, "claim_rxe 0 force_kernel_commands 1"},
 		{"env beats config", []string{"USB4VERBS_CONF=" + conf("force_kernel_commands = yes\n"), "USB4VERBS_FORCE_KERNEL_COMMANDS=0"}, "force_kernel_commands 0"},
+		// issue 23: the provider's own DV queues, off by default.
+		{"dv_send default", nil, "force_kernel_commands 0 dv_send 0"},
+		{"dv_send env", []string{"USB4VERBS_DV_SEND=1"}, "dv_send 1"},
+		{"dv_send config file", []string{"USB4VERBS_CONF=" + conf("dv_send yes\n")}, "dv_send 1"},
+		{"dv_send env beats config", []string{"USB4VERBS_CONF=" + conf("dv_send yes\n"), "USB4VERBS_DV_SEND=0"}, "dv_send 0"},
+		{"force_kernel_commands beats dv_send", []string{"USB4VERBS_DV_SEND=1", "USB4VERBS_FORCE_KERNEL_COMMANDS=1"}, "force_kernel_commands 1 dv_send 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, r := listDevices(t, h, h.shim, h.listdev, append([]string{"USB4VERBS_DEBUG=1"}, tc.env...))

@@ -20,7 +20,7 @@
 # when the module source is there.
 #
 # The usb4 plan: per tree of BENCH_USB4_TREES (hellas-main: kernel commands; pleite-gda:
-# DV sends) one boot of the usb4 bed (USB4_TREE=<tree> tests/vm/run.sh) running
+# also ours with its own DV send queues) one boot of the usb4 bed (USB4_TREE=<tree> tests/vm/run.sh) running
 # tests/bench/guest-usb4.sh: ours against the module's own C provider, built by
 # tests/bench/upstream-provider.sh from USB4_MODULE_SRC's rdma-core patches (RDMA_CORE_GIT:
 # see there), with an A/A pair of the upstream provider in the same repetitions. Its raw
@@ -168,15 +168,18 @@ usb4_plan() {
         # The only backend hellas-main offers is kernel commands: ours against
         # upstream, and upstream against itself (up2) for the noise band.
         hellas-main | hellas-gda-v2) echo 'BENCH_USB4_SIDES="up ours up2"' ;;
-        # DV sends (ours), ours forced to kernel commands, and upstream: fewer cases,
-        # the boot is the second of the plan.
+        # The DV trees (the pleite-gda line): ours with its defaults (kernel commands:
+        # DV queues are the applications'), ours with its own DV send queues
+        # (dv_send), upstream and its A/A twin; latency where issue 23 reads it
+        # (2 B to 8 KiB), fewer bandwidth and rate cases.
         *)
-          echo 'BENCH_USB4_SIDES="up ours ourskc"'
-          echo 'BENCH_LAT_SIZES="2 65536"'
+          echo 'BENCH_USB4_SIDES="up ours oursdv up2"'
+          echo 'BENCH_LAT_SIZES="2 512 8192"'
           echo 'BENCH_BW_SIZES="64 1048576"'
           echo 'BENCH_BW_QPS="1"'
           echo 'BENCH_BW_TOOLS="ib_write_bw ib_send_bw"'
-          echo 'BENCH_DEADLINE_S=900' ;;
+          echo 'BENCH_RATE_TOOLS="ib_write_bw"'
+          echo 'BENCH_DEADLINE_S=1500' ;;
       esac
       [[ $PLAN == usb4 && -n ${BENCH_USB4_CONF:-} ]] && cat "$BENCH_USB4_CONF"
     } > "$files/bench.conf"

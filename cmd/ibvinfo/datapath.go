@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"usb4verbs/cmd/ibvinfo/internal/verbspair"
+	"usb4verbs/internal/sysinfo"
 	"usb4verbs/provider"
 )
 
@@ -20,7 +21,12 @@ func init() {
 	newDataPath = func(po perfOptions) (dataPath, error) {
 		return verbsDataPath{timeout: po.timeout, gidIndex: po.gidIndex}, nil
 	}
-	dataPathOf = func(ctx *provider.Context) string { return verbspair.Probe(ctx).String() }
+	dataPathOf = func(ctx *provider.Context) string {
+		n := verbspair.Probe(ctx)
+		dv := sysinfo.ReadProviderDV("/", true)
+		n.ProviderDV = &dv
+		return n.String()
+	}
 }
 
 // verbsDataPath opens endpoints built by verbspair.
@@ -30,7 +36,8 @@ type verbsDataPath struct {
 }
 
 func (d verbsDataPath) Open(dev string, size int) (endpoint, error) {
-	ep, err := verbspair.Open(verbspair.Config{Device: dev, Size: size, GIDIndex: d.gidIndex, Timeout: d.timeout})
+	ep, err := verbspair.Open(verbspair.Config{Device: dev, Size: size, GIDIndex: d.gidIndex, Timeout: d.timeout,
+		DVSend: sysinfo.ReadProviderDV("/", true).On})
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ var summaryCounters = []string{
 	"verbs_registered", "configured_links", "verbs_ucontexts", "verbs_qps", "verbs_mrs",
 	"data_wr_send", "data_tx_posted", "data_tx_completed", "data_tx_errors",
 	"data_rx_completed", "data_rx_bad_frame", "data_wr_retransmit", "data_wr_timeout",
-	"data_cq_overflow",
+	"data_cq_overflow", "dv_poll_qps",
 }
 
 func collect(opts options) *sysinfo.System {

@@ -15,6 +15,10 @@ func main() {}
 // once by usb4goStart.
 var settings struct {
 	forceKernelCommands bool
+	// dvSend: the provider attaches DV send queues of its own, each at
+	// its QP's first post (off by default: DV queues are the
+	// applications', DESIGN.md decision 4).
+	dvSend bool
 }
 
 // usb4goStart is the first call the front library makes after loading the Go
@@ -29,5 +33,6 @@ func usb4goStart(apiVersion C.uint32_t, cfg *C.struct_usb4_go_config) (rc C.int)
 		return C.int(unix.ELIBBAD)
 	}
 	settings.forceKernelCommands = bool(cfg.force_kernel_commands)
+	settings.dvSend = bool(cfg.dv_send) && !settings.forceKernelCommands
 	return 0
 }

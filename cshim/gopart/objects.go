@@ -332,8 +332,17 @@ func usb4goCreateQP(h C.uintptr_t, req *C.struct_usb4_qp_req, out *C.struct_usb4
 			err = dp.AttachRxe(nil, sq.Offset, sq.Size, nil, rq.Offset, rq.Size)
 		}
 	case provider.DriverUSB4:
-		if !kernelCommandsForced() {
-			dp.TryDV(drv.ID) // falls back to kernel commands by itself
+		switch {
+		case kernelCommandsForced():
+			dp.LeaveDV("force_kernel_commands set")
+		case settings.dvSend:
+			// At the QP's first post, and not when the application
+			// attached its own queue first (the kernel's EBUSY).
+			dp.DeferDV(drv.ID) // falls back to kernel commands by itself
+		default:
+			// DV queues are the applications' (GPU producers attach
+			// theirs on the QP's handle): the provider takes none.
+			dp.LeaveDV("the provider's own DV use is off (dv_send); a DV queue on this QP is the application's")
 		}
 	}
 	if err != nil {

@@ -494,6 +494,9 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	if c == nil {
 		return nil, fmt.Errorf("create qp data path: %w", unix.ENOMEM)
 	}
+	if debug {
+		c.debug = 1
+	}
 	return &QP{c: c, sendCQ: cfg.SendCQ, maxSendWR: cfg.MaxSendWR, sendCQChannel: cfg.SendCQChannel}, nil
 }
 
@@ -514,10 +517,58 @@ func (qp *QP) AttachRxe(sqAddr unsafe.Pointer, sqOffset uint64, sqSize uint32,
 type DVCaps = C.struct_usb4v_usb4_rdma_dv_query_caps_resp
 
 // TryDV probes QUERY_CAPS and CREATE_QUEUE and, when both answer well, moves
-// the QP's sends onto a DV send queue. It reports whether DV is in use;
-// otherwise the QP keeps the kernel-command path and FallbackReason says
-// why. The DV queue is sized for the QP's granted MaxSendWR.
+// the QP's sends onto a DV send queue of the provider's own, now. It reports
+// whether DV is in use; otherwise the QP keeps the kernel-command path and
+// FallbackReason says why. The DV queue is sized for the QP's granted
+// MaxSendWR. A QP has one DV queue at most (the kernel answers a second
+// CREATE_QUEUE with EBUSY), so a QP whose application attaches its own must
+// not get one: the shipped provider uses DeferDV, and only when the user
+// opted in (cshim/README.md, dv_send).
 func (qp *QP) TryDV(driverID uint32) bool {
+	caps, ok := qp.dvCaps(driverID)
+	if !ok {
+		return false
+	}
+	ok = C.usb4v_qp_try_dv(qp.c, C.uint32_t(driverID), &caps, C.uint32_t(qp.maxSendWR)) == 1
+	if ok {
+		debugf("qp %d: backend %s (DV queue: ours)", qp.c.qp_num, qp.SendBackend())
+	} else {
+		debugf("qp %d: backend %s (DV not used: %s; DV queue: %s)", qp.c.qp_num, qp.SendBackend(), qp.FallbackReason(), qp.DVOwner())
+	}
+	return ok
+}
+
+// DeferDV makes the same checks as TryDV now and leaves the CREATE_QUEUE to
+// the QP's first post_send: a QP on which nothing is posted through the
+// provider (a GPU producer's, which attaches its own DV queue on the QP's
+// handle) never gets one of ours, and one whose application attached a queue
+// first stays on kernel commands (the kernel's EBUSY tells). It reports
+// whether the attach is deferred; otherwise FallbackReason says why not.
+func (qp *QP) DeferDV(driverID uint32) bool {
+	caps, ok := qp.dvCaps(driverID)
+	if !ok {
+		return false
+	}
+	switch C.usb4v_qp_defer_dv(qp.c, C.uint32_t(driverID), &caps, C.uint32_t(qp.maxSendWR)) {
+	case 1:
+		debugf("qp %d: backend %s until its first post, then a DV queue of ours (dv_send on)", qp.c.qp_num, qp.SendBackend())
+		return true
+	case 0:
+		debugf("qp %d: backend %s (DV not used: %s; DV queue: none of ours)", qp.c.qp_num, qp.SendBackend(), qp.FallbackReason())
+	default:
+		qp.keepKernelCommands("DV attach: out of memory")
+	}
+	return false
+}
+
+// LeaveDV records that the provider takes no DV queue on this QP because
+// the user did not opt in (why): any DV queue on it is the application's.
+func (qp *QP) LeaveDV(why string) {
+	qp.keepKernelCommands(why)
+}
+
+// dvCaps is the QUERY_CAPS answer, unless the QP must not use DV at all.
+func (qp *QP) dvCaps(driverID uint32) (DVCaps, bool) {
 	var caps DVCaps
 	qp.driverID = driverID
 	if qp.sendCQChannel {
@@ -525,24 +576,18 @@ func (qp *QP) TryDV(driverID uint32) bool {
 		// event for them (pleite-gda:kernel/ibdev.c: only tbv_cq_push calls
 		// comp_handler): a sleeper on the channel would never wake.
 		qp.keepKernelCommands("send CQ has a completion channel; DV completions raise no event")
-		return false
+		return caps, false
 	}
 	if rc := C.usb4v_dv_query_caps(qp.c.sys, qp.c.cmd_fd, C.uint32_t(driverID), &caps); rc < 0 {
 		qp.keepKernelCommands(fmt.Sprintf("QUERY_CAPS: %v", unix.Errno(-rc)))
-		return false
+		return caps, false
 	}
-	ok := C.usb4v_qp_try_dv(qp.c, C.uint32_t(driverID), &caps, C.uint32_t(qp.maxSendWR)) == 1
-	if ok {
-		debugf("qp %d: backend %s", qp.c.qp_num, qp.SendBackend())
-	} else {
-		debugf("qp %d: backend %s (DV not used: %s)", qp.c.qp_num, qp.SendBackend(), qp.FallbackReason())
-	}
-	return ok
+	return caps, true
 }
 
 // keepKernelCommands records why the QP stays on kernel commands.
 func (qp *QP) keepKernelCommands(why string) {
-	debugf("qp %d: backend %s (DV not used: %s)", qp.c.qp_num, qp.SendBackend(), why)
+	debugf("qp %d: backend %s (DV not used: %s; DV queue: none of ours)", qp.c.qp_num, qp.SendBackend(), why)
 	cs := C.CString(why)
 	C.strncpy(&qp.c.fallback_reason[0], cs, C.size_t(len(qp.c.fallback_reason)-1))
 	C.free(unsafe.Pointer(cs))
@@ -553,18 +598,49 @@ func (qp *QP) SendBackend() string { return C.GoString(C.usb4v_backend_name(qp.c
 func (qp *QP) RecvBackend() string { return C.GoString(C.usb4v_backend_name(qp.c.recv_backend)) }
 
 // DVKick says when the QP's DV send queue rings KICK: "" without a DV
-// queue, "undecided" before the first post, "every batch" when no kernel
-// poller consumed the first one, "full SQ only" when the kernel polls.
+// queue; "undecided" before the first batch that finds the queue busy
+// (idle ones KICK); "every batch" when no kernel poller consumed that
+// batch; "when idle" when the kernel polls the queue (a busy batch, one
+// behind unconsumed or uncompleted WQEs, rides on the poller; a full SQ
+// KICKs too).
 func (qp *QP) DVKick() string {
 	switch C.usb4v_dv_kick_mode(qp.c) {
 	case C.USB4V_DV_KICK_UNKNOWN:
 		return "undecided"
 	case C.USB4V_DV_KICK_ALWAYS:
 		return "every batch"
-	case C.USB4V_DV_KICK_NEVER:
-		return "full SQ only"
+	case C.USB4V_DV_KICK_IDLE:
+		return "when idle"
 	}
 	return ""
+}
+
+// DVKicks is the number of KICKs the QP's DV queue rang (0 without one).
+func (qp *QP) DVKicks() uint64 { return uint64(C.usb4v_dv_kicks(qp.c)) }
+
+// The answers of DVOwner.
+const (
+	DVOwnerOurs    = "ours"
+	DVOwnerPending = "ours at the first post"
+	DVOwnerApp     = "the application's"
+	DVOwnerNone    = "none of ours"
+)
+
+// DVOwner says who holds the QP's DV send queue as far as the provider
+// knows: DVOwnerOurs, DVOwnerPending (deferred to the first post),
+// DVOwnerApp (our CREATE_QUEUE got the kernel's EBUSY), or DVOwnerNone (the
+// provider took none: not offered, not usable, or its own use is off; an
+// application may hold one without the provider knowing).
+func (qp *QP) DVOwner() string {
+	switch C.usb4v_dv_owner(qp.c) {
+	case C.USB4V_DV_OWNER_OURS:
+		return DVOwnerOurs
+	case C.USB4V_DV_OWNER_PENDING:
+		return DVOwnerPending
+	case C.USB4V_DV_OWNER_APP:
+		return DVOwnerApp
+	}
+	return DVOwnerNone
 }
 
 // FallbackReason says why DV was not taken.

@@ -22,10 +22,21 @@
 //     what its WQEs cannot carry is refused with EOPNOTSUPP. Its send
 //     completions come from the DV CQ in posting order, merged with the
 //     CQ's other completions; posters hold a per-QP mutex through the KICK.
-//     KICK only where the kernel does not poll the queue itself: the QP's
-//     first batch goes out without one and the engine watches the kernel's
-//     sq_head; consumed (pleite-gda's DV poll worker), later batches skip
-//     KICK except on a full SQ; not, and every batch KICKs (QP.DVKick).
+//     Latency first: a batch that finds the queue idle (every earlier WQE
+//     consumed, no signaled one waiting for its CQE) KICKs, so it is
+//     transmitted in the poster's system call rather than at the kernel
+//     poller's next scan (pleite-gda sleeps 10-15 us between scans). A
+//     batch behind outstanding WQEs (a stream) goes without KICK once the
+//     engine saw the kernel's poller drain such a batch (the first one is
+//     watched on sq_head for up to 20 ms; no poller, and every batch KICKs;
+//     a full SQ KICKs too: QP.DVKick, QP.DVKicks).
+//     Ownership: the kernel allows one DV queue per QP, and the DV ABI is
+//     for applications that produce WQEs themselves (GPU producers attach
+//     their queue on the QP's handle). QP.TryDV attaches one now (tests,
+//     ibvinfo's probe QP); the shipped provider uses QP.DeferDV, and only
+//     with its dv_send setting: the CREATE_QUEUE then waits for the QP's
+//     first post_send, and one the kernel answers EBUSY leaves the QP on
+//     kernel commands (QP.DVOwner: the application's).
 //
 // The ibv_qp_ex work-request API (ibv_wr_*, wrex.c) sits on the same
 // backends: on rxe its builders write WQEs in place and wr_complete rings one

@@ -79,8 +79,10 @@ static uint32_t pow2_ceil(uint32_t v)
 	return p;
 }
 
-int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
-		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps, uint32_t max_send_wr)
+/* dv_check: whether this QP may have a DV send queue with these caps, and
+ * its depths; 0, or 1 with the reason in qp->fallback_reason. */
+static int dv_check(struct usb4v_qp *qp, const struct usb4v_usb4_rdma_dv_query_caps_resp *caps,
+		    uint32_t max_send_wr, uint32_t *sq_out, uint32_t *cq_out)
 {
 	const char *why = NULL;
 	if (caps->abi_version != USB4V_USB4_RDMA_DV_ABI_VERSION)
@@ -96,24 +98,24 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 		why = "send path is not usb4 kernel commands";
 	if (why) {
 		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason), "%s", why);
-		return 0;
+		return 1;
 	}
 	uint32_t need = usb4v_dv_caps_needed(qp->qp_type);
 	if ((caps->caps & need) != need) {
 		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason),
 			 "DV caps 0x%x lack 0x%x that an %s QP needs", caps->caps, need & ~caps->caps,
 			 qp->qp_type == USB4V_QPT_RC ? "RC" : "UC");
-		return 0;
+		return 1;
 	}
 	if (qp->max_send_sge > 1) {
 		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason),
 			 "max_send_sge %u: a DV WQE carries one SGE", qp->max_send_sge);
-		return 0;
+		return 1;
 	}
 	if (qp->max_inline > 0) {
 		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason),
 			 "max_inline_data %u: a DV WQE carries no inline data", qp->max_inline);
-		return 0;
+		return 1;
 	}
 	/* The QP was granted max_send_wr outstanding sends: the DV SQ holds
 	 * that many (a power of two, as slot = 24-bit index % entries must
@@ -130,8 +132,19 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason),
 			 "max_send_wr %u above what the DV queue holds (%u SQ, %u CQ entries)", max_send_wr,
 			 caps->max_sq_entries, caps->max_cq_entries);
-		return 0;
+		return 1;
 	}
+	*sq_out = sq_entries;
+	*cq_out = cq_entries;
+	return 0;
+}
+
+int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
+		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps, uint32_t max_send_wr)
+{
+	uint32_t sq_entries, cq_entries;
+	if (dv_check(qp, caps, max_send_wr, &sq_entries, &cq_entries))
+		return 0;
 
 	struct usb4v_dv *dv = calloc(1, sizeof(*dv));
 	if (!dv)
@@ -189,7 +202,18 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	if (rc == 0 && (resp.generation > 0xff || kgen != resp.generation))
 		rc = -EPROTO; /* generation must fit the 8 packed bits and match the page */
 	if (rc < 0) {
-		snprintf(qp->fallback_reason, sizeof(qp->fallback_reason), "CREATE_QUEUE failed: errno %d", -rc);
+		if (rc == -EBUSY) {
+			/* The kernel allows one DV queue per QP
+			 * (pleite-gda:kernel/ibdev.c CREATE_QUEUE:
+			 * dv_queue_active): the application attached its
+			 * own through the command fd. It keeps it. */
+			snprintf(qp->fallback_reason, sizeof(qp->fallback_reason),
+				 "the application holds the QP's DV queue (CREATE_QUEUE: EBUSY)");
+			__atomic_store_n(&qp->dv_owner, USB4V_DV_OWNER_APP, __ATOMIC_RELAXED);
+		} else {
+			snprintf(qp->fallback_reason, sizeof(qp->fallback_reason), "CREATE_QUEUE failed: errno %d", -rc);
+			__atomic_store_n(&qp->dv_owner, USB4V_DV_OWNER_NONE, __ATOMIC_RELAXED);
+		}
 		pthread_mutex_destroy(&dv->post_mu);
 		free(dv->sq);
 		free(dv->cq);
@@ -210,10 +234,78 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	qp->dv_next = cq->dv_qps;
 	cq->dv_qps = qp;
 	__atomic_fetch_or(&cq->slow, USB4V_CQ_SLOW_DV, __ATOMIC_RELAXED);
-	qp->send_backend = USB4V_BACKEND_DV;
+	__atomic_store_n(&qp->send_backend, USB4V_BACKEND_DV, __ATOMIC_RELEASE);
 	pthread_spin_unlock(&cq->lock);
 	qp->fallback_reason[0] = 0;
+	__atomic_store_n(&qp->dv_owner, USB4V_DV_OWNER_OURS, __ATOMIC_RELAXED);
 	return 1;
+}
+
+int usb4v_qp_defer_dv(struct usb4v_qp *qp, uint32_t driver_id,
+		      const struct usb4v_usb4_rdma_dv_query_caps_resp *caps, uint32_t max_send_wr)
+{
+	uint32_t sq_entries, cq_entries;
+	if (qp->dv_defer)
+		return 0; /* decided once per QP */
+	if (dv_check(qp, caps, max_send_wr, &sq_entries, &cq_entries))
+		return 0;
+	struct usb4v_dv_defer *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	if (pthread_mutex_init(&d->mu, NULL)) {
+		free(d);
+		return -ENOMEM;
+	}
+	d->caps = *caps;
+	d->driver_id = driver_id;
+	d->max_send_wr = max_send_wr;
+	qp->dv_defer = d;
+	qp->fallback_reason[0] = 0;
+	__atomic_store_n(&qp->dv_owner, USB4V_DV_OWNER_PENDING, __ATOMIC_RELAXED);
+	__atomic_store_n(&qp->dv_pending, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/*
+ * The first post_send of a QP whose DV queue was deferred. Nothing has gone
+ * through the kernel's send queue yet, so the switch loses nothing. A
+ * CREATE_QUEUE the kernel answers EBUSY means the application attached its
+ * own queue (usb4_rdma_dv.h: GPU producers create the QP through libibverbs
+ * and attach the queue on its handle); the QP then stays on kernel commands,
+ * whose post the kernel refuses as it refuses the module's own provider's
+ * (pleite-gda:kernel/ibdev.c tbv_qp_post_status). Posters that arrive
+ * meanwhile wait on the mutex, then go where the decision sent the QP.
+ */
+void usb4v_dv_attach_pending(struct usb4v_qp *qp)
+{
+	struct usb4v_dv_defer *d = qp->dv_defer;
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	if (__atomic_load_n(&qp->dv_pending, __ATOMIC_ACQUIRE)) {
+		int rc = usb4v_qp_try_dv(qp, d->driver_id, &d->caps, d->max_send_wr);
+		if (rc < 0) {
+			snprintf(qp->fallback_reason, sizeof(qp->fallback_reason), "DV attach: errno %d", -rc);
+			__atomic_store_n(&qp->dv_owner, USB4V_DV_OWNER_NONE, __ATOMIC_RELAXED);
+		}
+		if (qp->debug) {
+			if (rc == 1)
+				fprintf(stderr, "usb4verbs: qp %u: backend usb4-dv from its first post (DV queue: ours)\n",
+					qp->qp_num);
+			else
+				fprintf(stderr, "usb4verbs: qp %u: backend usb4-kernel-commands (DV not used: %s; DV queue: %s)\n",
+					qp->qp_num, qp->fallback_reason,
+					__atomic_load_n(&qp->dv_owner, __ATOMIC_RELAXED) == USB4V_DV_OWNER_APP ?
+						"the application's" : "none");
+		}
+		__atomic_store_n(&qp->dv_pending, 0, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&d->mu);
+}
+
+int usb4v_dv_owner(const struct usb4v_qp *qp)
+{
+	return __atomic_load_n(&qp->dv_owner, __ATOMIC_RELAXED);
 }
 
 /* Returns 0 (encoded), EOPNOTSUPP (valid verbs, but this DV queue cannot
@@ -326,6 +418,8 @@ static int dv_kick(struct usb4v_qp *qp, uint32_t packed_tail)
 		{ .attr_id = USB4V_USB4_RDMA_DV_ATTR_KICK_REQ, .len = sizeof(k),
 		  .flags = USB4V_UVERBS_ATTR_F_MANDATORY, .data = (uint64_t)(uintptr_t)&k },
 	};
+	/* Counted under post_mu, which every caller holds. */
+	__atomic_store_n(&qp->dv->kicks, qp->dv->kicks + 1, __ATOMIC_RELAXED);
 	/* usb4 registers no driver id (RDMA_DRIVER_UNKNOWN == 0). */
 	int rc = usb4v_uverbs_ioctl(qp->sys, qp->cmd_fd, 0, USB4V_USB4_RDMA_DV_OBJECT_DEVICE,
 				    USB4V_USB4_RDMA_DV_METHOD_KICK, a, 2);
@@ -360,11 +454,11 @@ static void log_refusal(struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
 		dv->caps);
 }
 
-/* How long the first post waits for a kernel poller to consume its WQE
- * before it decides the queue needs KICKs. pleite-gda's worker rescans every
- * dv_poll_interval_us (10 µs by default): a poller that does not answer in
- * this window is treated as absent, which costs a KICK per batch, never a
- * stall. */
+/* How long the first busy batch waits for a kernel poller to consume it
+ * before the engine decides the queue needs KICKs. pleite-gda's worker
+ * rescans every dv_poll_interval_us (10 us by default): a poller that does
+ * not answer in this window is treated as absent, which costs a KICK per
+ * batch, never a stall. */
 #define DV_POLLER_WAIT_NS (20 * 1000 * 1000L)
 
 static uint32_t dv_sq_head(const struct usb4v_dv *dv)
@@ -383,10 +477,25 @@ static long elapsed_ns(const struct timespec *t0)
  * pleite-gda drains every queue from a kernel worker that watches the
  * producer line (pleite-gda:kernel/ibdev.c tbv_dv_poll_thread, attached at
  * CREATE_QUEUE; usb4_rdma_dv.h: "KICK is not required when polling is
- * enabled"), but nothing in its answers says so. So the QP's first batch is
- * published without a KICK and the engine watches sq_head: if the kernel
- * consumes it, later batches go without KICK (no system call per post);
- * if not, it KICKs now and on every batch. Caller holds post_mu.
+ * enabled"), but nothing in its answers says so, and the worker sleeps
+ * between scans (tbv_dv_poll_sleep: usleep_range(10, 15) by default). So:
+ *
+ *   - a batch that finds the queue idle (sq_head == our tail and no
+ *     signaled WQE waiting for its CQE) KICKs, always: the KICK drains it in
+ *     the poster's system call, where the worker would take it only at its
+ *     next scan. A ping-pong is all idle batches: one KICK per message, the
+ *     latency of the kernel-command path without its POLL_CQ;
+ *   - a batch that finds it busy (a stream: earlier WQEs unconsumed or not
+ *     yet completed) is what the worker serves at no system call. The first
+ *     such batch is published without KICK while the engine watches
+ *     sq_head: if the kernel consumes it, busy batches go without KICK from
+ *     then on (USB4V_DV_KICK_IDLE); if not, it KICKs now and every batch
+ *     after (USB4V_DV_KICK_ALWAYS).
+ *
+ * KICK is a drain in the kernel (tbv_dv_drain_sq_locked), so after one the
+ * queue is consumed again: "unconsumed" alone would make every post of a
+ * stream an idle one. A signaled WQE whose CQE is not yet polled is what
+ * marks a stream. Caller holds post_mu.
  */
 static void dv_learn_kick(struct usb4v_dv *dv)
 {
@@ -394,7 +503,7 @@ static void dv_learn_kick(struct usb4v_dv *dv)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (unsigned spins = 0;; spins++) {
 		if (dv_sq_head(dv) == dv->sq_tail) {
-			__atomic_store_n(&dv->kick, USB4V_DV_KICK_NEVER, __ATOMIC_RELAXED);
+			__atomic_store_n(&dv->kick, USB4V_DV_KICK_IDLE, __ATOMIC_RELAXED);
 			return;
 		}
 		if ((spins & 63) == 63) {
@@ -409,6 +518,11 @@ static void dv_learn_kick(struct usb4v_dv *dv)
 int usb4v_dv_kick_mode(const struct usb4v_qp *qp)
 {
 	return qp->dv ? __atomic_load_n(&qp->dv->kick, __ATOMIC_RELAXED) : -1;
+}
+
+uint64_t usb4v_dv_kicks(const struct usb4v_qp *qp)
+{
+	return qp->dv ? __atomic_load_n(&qp->dv->kicks, __ATOMIC_RELAXED) : 0;
 }
 
 /* dv_batch_fits: for a whole-batch post (ibv_wr_complete), whether every
@@ -432,7 +546,7 @@ static int dv_batch_fits(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, stru
 			nsig++;
 	}
 	uint32_t used = (dv->sq_tail - dv_sq_head(dv)) & IDX_MASK;
-	if (used + n > dv->sq_entries && dv->kick == USB4V_DV_KICK_NEVER) {
+	if (used + n > dv->sq_entries && dv->kick == USB4V_DV_KICK_IDLE) {
 		/* As post_send does for a full SQ: a drain rather than a
 		 * failure when the poller should have emptied it. */
 		int k = dv_kick(qp, usb4v_dv_pack(dv->sq_tail, dv->gen));
@@ -470,6 +584,8 @@ static int dv_post(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb
 	pthread_mutex_lock(&dv->post_mu);
 	if (whole && (rc = dv_batch_fits(qp, wr, bad)) != 0)
 		wr = NULL; /* nothing of it goes out */
+	/* Idle: nothing of ours waits in the kernel or for its CQE. */
+	int idle = dv_sq_head(dv) == dv->sq_tail && __atomic_load_n(&dv->signaled_inflight, __ATOMIC_ACQUIRE) == 0;
 	for (; wr; wr = wr->next) {
 		int signaled = qp->sq_sig_all || (wr->send_flags & USB4V_SEND_SIGNALED);
 		struct usb4v_usb4_rdma_dv_wqe wqe;
@@ -484,7 +600,7 @@ static int dv_post(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb
 		if (qp->sq_sig_all)
 			wqe.flags |= USB4V_USB4_RDMA_DV_WQE_F_SIGNALED;
 		uint32_t head = dv_sq_head(dv);
-		if (((dv->sq_tail - head) & IDX_MASK) >= dv->sq_entries && dv->kick == USB4V_DV_KICK_NEVER) {
+		if (((dv->sq_tail - head) & IDX_MASK) >= dv->sq_entries && dv->kick == USB4V_DV_KICK_IDLE) {
 			/* A full SQ with a poller that should have drained it:
 			 * KICK (a drain of what is there) rather than fail, so a
 			 * queue the kernel stopped polling cannot wedge. */
@@ -512,9 +628,9 @@ static int dv_post(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb
 	}
 	/* KICK under post_mu: no other poster can publish (and kick) a later
 	 * tail before the kernel has seen this one. */
-	if (pending_kick && dv->kick == USB4V_DV_KICK_UNKNOWN)
-		dv_learn_kick(dv);
-	if (pending_kick && dv->kick == USB4V_DV_KICK_ALWAYS) {
+	if (pending_kick && !idle && dv->kick == USB4V_DV_KICK_UNKNOWN)
+		dv_learn_kick(dv); /* the first busy batch: is a poller there? */
+	if (pending_kick && (idle || dv->kick == USB4V_DV_KICK_ALWAYS)) {
 		int k = dv_kick(qp, usb4v_dv_pack(dv->sq_tail, dv->gen));
 		if (k && !rc)
 			rc = k;

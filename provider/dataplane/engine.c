@@ -179,10 +179,17 @@ int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 		*bad_wr = wr;
 		return EIO;
 	}
-	switch (qp->send_backend) {
+	switch (__atomic_load_n(&qp->send_backend, __ATOMIC_ACQUIRE)) {
 	case USB4V_BACKEND_RXE:
 		return usb4v_rxe_post_send(qp, wr, bad_wr);
 	case USB4V_BACKEND_KCMD:
+		/* A DV queue deferred to the first post (usb4v_qp_defer_dv)
+		 * is attached before anything goes through the kernel. */
+		if (__builtin_expect(__atomic_load_n(&qp->dv_pending, __ATOMIC_ACQUIRE), 0)) {
+			usb4v_dv_attach_pending(qp);
+			if (__atomic_load_n(&qp->send_backend, __ATOMIC_ACQUIRE) == USB4V_BACKEND_DV)
+				return usb4_post_send(qp, wr, bad_wr, usb4v_dv_post_send);
+		}
 		return usb4_post_send(qp, wr, bad_wr, usb4v_kcmd_post_send);
 	case USB4V_BACKEND_DV:
 		return usb4_post_send(qp, wr, bad_wr, usb4v_dv_post_send);
@@ -202,7 +209,9 @@ int usb4v_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 		*bad_wr = wr;
 		return EIO;
 	}
-	switch (qp->send_backend) {
+	if (__builtin_expect(__atomic_load_n(&qp->dv_pending, __ATOMIC_ACQUIRE), 0))
+		usb4v_dv_attach_pending(qp); /* as usb4v_post_send */
+	switch (__atomic_load_n(&qp->send_backend, __ATOMIC_ACQUIRE)) {
 	case USB4V_BACKEND_KCMD:
 		return usb4v_kcmd_post_send_whole(qp, wr, bad_wr);
 	case USB4V_BACKEND_DV:
@@ -720,6 +729,10 @@ static void qp_release(struct usb4v_qp *qp, uint32_t driver_id, int destroy_queu
 		free(qp->dv->cq);
 		free(qp->dv->db);
 		free(qp->dv);
+	}
+	if (qp->dv_defer) {
+		pthread_mutex_destroy(&qp->dv_defer->mu);
+		free(qp->dv_defer);
 	}
 	usb4v_rxe_ring_release(qp->sys, &qp->sq);
 	usb4v_rxe_ring_release(qp->sys, &qp->rq);

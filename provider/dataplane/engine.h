@@ -210,10 +210,31 @@ struct usb4v_rxe_ring {
 struct usb4v_qp;
 struct usb4v_wrex;
 
+/* When a DV batch rings KICK (dv.c usb4v_dv_post_send). A batch that finds
+ * the queue idle (every earlier WQE consumed, no signaled one waiting for its
+ * CQE) KICKs in every mode: the KICK transmits at once, where the kernel's
+ * poller would take it at its next scan, 10-15 us later. */
 enum {
-	USB4V_DV_KICK_UNKNOWN = 0, /* first post not made yet */
+	USB4V_DV_KICK_UNKNOWN = 0, /* no busy batch yet: idle ones KICK; the first busy one learns */
 	USB4V_DV_KICK_ALWAYS,      /* no kernel poller seen: KICK every batch */
-	USB4V_DV_KICK_NEVER,       /* the kernel polls the queue: KICK only on a full SQ */
+	USB4V_DV_KICK_IDLE,        /* the kernel polls the queue: KICK an idle queue (and a full SQ) only */
+};
+
+/* Who holds the QP's DV send queue, as far as the provider knows
+ * (usb4v_dv_owner). */
+enum {
+	USB4V_DV_OWNER_NONE = 0,  /* none of ours: not offered, not usable, or the provider's use is off */
+	USB4V_DV_OWNER_PENDING,   /* ours at the first post_send (usb4v_qp_defer_dv) */
+	USB4V_DV_OWNER_OURS,      /* the provider's: sends go through it */
+	USB4V_DV_OWNER_APP,       /* our CREATE_QUEUE got EBUSY: the application attached one first */
+};
+
+/* What a deferred DV attach needs at the first post (usb4v_qp_defer_dv). */
+struct usb4v_dv_defer {
+	pthread_mutex_t mu; /* one attach; posters that come meanwhile wait */
+	struct usb4v_usb4_rdma_dv_query_caps_resp caps;
+	uint32_t driver_id;
+	uint32_t max_send_wr;
 };
 
 struct usb4v_dv {
@@ -232,9 +253,11 @@ struct usb4v_dv {
 	 * spinlock. */
 	pthread_mutex_t post_mu;
 	uint32_t signaled_inflight; /* bounds what the DV CQ must hold */
-	/* USB4V_DV_KICK_*: whether a batch needs a KICK, learned at the
-	 * QP's first post (dv.c dv_learn_kick). */
+	/* USB4V_DV_KICK_*: whether a batch needs a KICK; a poller is
+	 * learned at the first batch that finds the queue busy (dv.c
+	 * dv_learn_kick). */
 	int kick;
+	uint64_t kicks;             /* KICKs rung (under post_mu; read relaxed) */
 	int refusal_logged;         /* one EOPNOTSUPP log line per QP */
 };
 
@@ -315,6 +338,12 @@ struct usb4v_qp {
 	struct usb4v_cq *send_cq, *recv_cq;
 	struct usb4v_dv *dv;
 	struct usb4v_qp *dv_next;
+	/* 1 while a DV attach waits for the first post_send (dv_defer
+	 * holds what it needs); cleared, with release, once decided. */
+	int dv_pending;
+	struct usb4v_dv_defer *dv_defer;
+	int dv_owner; /* USB4V_DV_OWNER_* (atomic) */
+	int debug;    /* USB4VERBS_DEBUG: decisions made in C are logged */
 	int gone; /* device removed: every post fails with EIO (atomic) */
 	int maps_released; /* removal: its rings are anonymous memory now (atomic) */
 	char fallback_reason[96];
@@ -418,6 +447,15 @@ int usb4v_dv_query_caps(const struct usb4v_sys *sys, int cmd_fd, uint32_t driver
  * qp->fallback_reason). */
 int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps, uint32_t max_send_wr);
+/* usb4 DV, deferred: the same checks now, the CREATE_QUEUE at the QP's
+ * first post_send (from kernel commands), so that a QP nobody posts on
+ * through the provider never gets a queue of ours. 1 when deferred, 0 when
+ * it stays on kernel commands (reason in qp->fallback_reason), -ENOMEM. */
+int usb4v_qp_defer_dv(struct usb4v_qp *qp, uint32_t driver_id,
+		      const struct usb4v_usb4_rdma_dv_query_caps_resp *caps, uint32_t max_send_wr);
+/* The deferred attach, run by the first post_send (dv.c); a no-op once
+ * decided. */
+void usb4v_dv_attach_pending(struct usb4v_qp *qp);
 void usb4v_qp_set_state(struct usb4v_qp *qp, int state);
 /* Detach (DESTROY_QUEUE, unmap, unlink) and free, while the kernel QP lives
  * (or with the whole context going away). */
@@ -443,6 +481,10 @@ int usb4v_srq_release_maps(struct usb4v_srq *srq);
 const char *usb4v_backend_name(int backend);
 /* The QP's USB4V_DV_KICK_* (-1 without a DV queue), for tests and logs. */
 int usb4v_dv_kick_mode(const struct usb4v_qp *qp);
+/* KICKs the QP's DV queue rang so far (0 without one). */
+uint64_t usb4v_dv_kicks(const struct usb4v_qp *qp);
+/* The QP's USB4V_DV_OWNER_*. */
+int usb4v_dv_owner(const struct usb4v_qp *qp);
 
 /* ---- ibv_qp_ex work-request builders (wrex.c) ----
  *

@@ -858,24 +858,33 @@ func TestUSB4DVNotOnSendCQWithChannel(t *testing.T) {
 	}
 }
 
-// issue 15: pleite-gda's kernel DV poll worker drains every queue it
-// attached at CREATE_QUEUE (pleite-gda:kernel/ibdev.c tbv_dv_poll_attach_locked,
-// "KICK is not required when polling is enabled": its usb4_rdma_dv.h), so a
-// KICK per post is a system call for nothing. With the worker running the
-// engine learns that at the QP's first post and posts without KICK.
-func TestUSB4DVNoKickWhenTheKernelPolls(t *testing.T) {
-	e := newUSB4Env(t, "dv", 64)
+// issue 23: latency first. pleite-gda's kernel DV poll worker drains every
+// queue it attached at CREATE_QUEUE (pleite-gda:kernel/ibdev.c
+// tbv_dv_poll_attach_locked; "KICK is not required when polling is enabled":
+// its usb4_rdma_dv.h), but it sleeps 10-15 us between scans, so a WQE left
+// to it waits for the next scan. A post that finds the queue idle KICKs:
+// every message of a ping-pong rings one (issue 15's engine rang none here
+// and each message waited for a scan). A stream (posts behind WQEs whose
+// CQEs are not yet polled) rides on the poller once the engine saw it
+// drain a queue: one KICK for the stream's first, idle, post.
+func TestUSB4DVKicksWhenIdleWhileTheKernelPolls(t *testing.T) {
+	e := newUSB4Env(t, "dv", 256)
 	if err := e.d.SetDVPoller(true); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.d.SetDVPoller(false) })
+	write := func(i int, off int) SendWR {
+		return SendWR{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGEs: []SGE{e.sgeA(off, 32)}, RemoteAddr: addr(e.bufB) + 1024 + uint64(off), RKey: e.rkeyB}
+	}
 	kicks := e.d.Kicks()
-	for i := 0; i < 200; i++ {
+	for i := 0; i < 50; i++ {
 		fill(e.bufA[:32], byte(i))
-		err := e.qpA.PostSend([]SendWR{{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled,
-			SGEs: []SGE{e.sgeA(0, 32)}, RemoteAddr: addr(e.bufB) + 1024, RKey: e.rkeyB}})
-		if err != nil {
+		if err := e.qpA.PostSend([]SendWR{write(i, 0)}); err != nil {
 			t.Fatalf("post %d: %v", i, err)
+		}
+		if e.d.Kicks() != kicks+uint64(i)+1 {
+			t.Fatalf("ping-pong post %d on an idle queue: %d KICKs in all, want %d (a KICK per idle post)", i, e.d.Kicks()-kicks, i+1)
 		}
 		if c := pollAsync(t, e.cqA, 1)[0]; c.WrID != uint64(i) || c.Status != WCSuccess {
 			t.Fatalf("completion %d: %+v", i, c)
@@ -884,12 +893,45 @@ func TestUSB4DVNoKickWhenTheKernelPolls(t *testing.T) {
 			t.Fatalf("write %d: bytes differ", i)
 		}
 	}
-	if n := e.d.Kicks() - kicks; n != 0 {
-		t.Fatalf("%d KICKs for 200 posts while the kernel polls the queue; want 0", n)
+	if m := e.qpA.DVKick(); m != "undecided" {
+		t.Fatalf("DVKick %q after idle posts only, want \"undecided\"", m)
 	}
-	if m := e.qpA.DVKick(); m != "full SQ only" {
-		t.Fatalf("DVKick %q, want \"full SQ only\"", m)
+	if n := e.qpA.DVKicks(); n != 50 {
+		t.Fatalf("the QP counted %d KICKs, the kernel saw 50", n)
 	}
+	// A stream: 40 writes posted without polling in between.
+	kicks = e.d.Kicks()
+	const stream = 40
+	for i := 0; i < stream; i++ {
+		fill(e.bufA[64*i:64*i+32], byte(100+i))
+		if err := e.qpA.PostSend([]SendWR{write(1000+i, 64*i)}); err != nil {
+			t.Fatalf("stream post %d: %v", i, err)
+		}
+	}
+	if n := e.d.Kicks() - kicks; n != 1 {
+		t.Fatalf("%d KICKs for a stream of %d posts while the kernel polls; want 1 (its first, idle, post)", n, stream)
+	}
+	if m := e.qpA.DVKick(); m != "when idle" {
+		t.Fatalf("DVKick %q, want \"when idle\"", m)
+	}
+	s := pollAsync(t, e.cqA, stream)
+	for i, c := range s {
+		if c.WrID != uint64(1000+i) || c.Status != WCSuccess {
+			t.Fatalf("stream completion %d: %+v", i, c)
+		}
+		if !bytes.Equal(e.bufB[1024+64*i:1024+64*i+32], e.bufA[64*i:64*i+32]) {
+			t.Fatalf("stream write %d: bytes differ", i)
+		}
+	}
+	// Idle again: the next post KICKs.
+	kicks = e.d.Kicks()
+	if err := e.qpA.PostSend([]SendWR{write(2000, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if e.d.Kicks() != kicks+1 {
+		t.Fatal("a post on an idle queue after a stream rang no KICK")
+	}
+	pollAsync(t, e.cqA, 1)
 }
 
 // A queue the kernel stopped draining (its worker gone after the engine
@@ -924,16 +966,20 @@ func TestUSB4DVFullSQKicksWhenThePollerStops(t *testing.T) {
 	}
 }
 
-// Without a kernel poller the first post waits for one, then KICKs every batch.
+// Without a kernel poller: idle posts KICK; the first busy one waits for a
+// poller that never comes, KICKs, and from then on every batch KICKs.
 func TestUSB4DVKicksEveryBatchWithoutAPoller(t *testing.T) {
 	e := newUSB4Env(t, "dv", 64)
 	if m := e.qpA.DVKick(); m != "undecided" {
 		t.Fatalf("DVKick before the first post %q", m)
 	}
+	write := func(i int) SendWR {
+		return SendWR{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}
+	}
 	for i := 0; i < 3; i++ {
 		kicks := e.d.Kicks()
-		if err := e.qpA.PostSend([]SendWR{{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled,
-			SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}}); err != nil {
+		if err := e.qpA.PostSend([]SendWR{write(i)}); err != nil {
 			t.Fatal(err)
 		}
 		if e.d.Kicks() != kicks+1 {
@@ -941,8 +987,177 @@ func TestUSB4DVKicksEveryBatchWithoutAPoller(t *testing.T) {
 		}
 		pollN(t, e.cqA, 1)
 	}
+	if m := e.qpA.DVKick(); m != "undecided" {
+		t.Fatalf("DVKick %q after idle posts, want \"undecided\"", m)
+	}
+	// Busy posts: the completions of the earlier ones are not polled.
+	for i := 3; i < 8; i++ {
+		kicks := e.d.Kicks()
+		if err := e.qpA.PostSend([]SendWR{write(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if e.d.Kicks() != kicks+1 {
+			t.Fatalf("post %d: %d KICKs, want 1", i, e.d.Kicks()-kicks)
+		}
+	}
 	if m := e.qpA.DVKick(); m != "every batch" {
 		t.Fatalf("DVKick %q, want \"every batch\"", m)
+	}
+	for i, c := range pollN(t, e.cqA, 5) {
+		if c.WrID != uint64(3+i) || c.Status != WCSuccess {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+	}
+}
+
+// issue 23: the provider's own DV queue waits for the QP's first post, so a
+// QP nobody posts on through the provider (a GPU producer's) never gets one.
+func TestUSB4DVDeferredToTheFirstPost(t *testing.T) {
+	e := newUSB4Env(t, "kcmd+dv", 64)
+	h, qpn, err := e.d.CreateQP(QPTypeRC, e.hcqA, e.hcqA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, _, err := e.d.CreateQP(QPTypeRC, e.hcqB, e.hcqB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.d.Connect(h, peer)
+	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC, MaxSendWR: 64,
+		MaxSendSGE: 1, MaxRecvSGE: 1, SendCQ: e.cqA, RecvCQ: e.cqA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qp.Close()
+	creates := e.d.CreateQueues()
+	if !qp.DeferDV(0) {
+		t.Fatalf("DeferDV refused: %s", qp.FallbackReason())
+	}
+	if n := e.d.CreateQueues() - creates; n != 0 {
+		t.Fatalf("%d CREATE_QUEUE at create time, want none before the first post", n)
+	}
+	if qp.SendBackend() != BackendKCmd || qp.DVOwner() != DVOwnerPending {
+		t.Fatalf("backend %q owner %q before the first post", qp.SendBackend(), qp.DVOwner())
+	}
+	fill(e.bufA[:16], 0x5a)
+	if err := qp.PostSend([]SendWR{{WrID: 7, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 16)},
+		RemoteAddr: addr(e.bufB) + 256, RKey: e.rkeyB}}); err != nil {
+		t.Fatal(err)
+	}
+	if qp.SendBackend() != BackendDV || qp.DVOwner() != DVOwnerOurs {
+		t.Fatalf("backend %q owner %q after the first post (%s)", qp.SendBackend(), qp.DVOwner(), qp.FallbackReason())
+	}
+	if n := e.d.CreateQueues() - creates; n != 1 {
+		t.Fatalf("%d CREATE_QUEUE, want 1", n)
+	}
+	if e.d.PostSendBusy() != 0 {
+		t.Fatal("the first post went to the kernel's send queue")
+	}
+	if c := pollN(t, e.cqA, 1)[0]; c.WrID != 7 || c.Status != WCSuccess {
+		t.Fatalf("completion %+v", c)
+	}
+	if !bytes.Equal(e.bufB[256:272], e.bufA[:16]) {
+		t.Fatal("bytes differ")
+	}
+}
+
+// issue 23: an application that attached its own DV queue to the QP (the
+// ABI's GPU producer) keeps it: the provider's deferred CREATE_QUEUE gets
+// the kernel's EBUSY, the QP stays on kernel commands, whose post the kernel
+// refuses with EBUSY, as it refuses the module's own C provider's; the
+// application's queue is never touched (no DESTROY_QUEUE from us).
+func TestUSB4DVApplicationQueueIsLeftAlone(t *testing.T) {
+	e := newUSB4Env(t, "kcmd+dv", 64)
+	h, qpn, err := e.d.CreateQP(QPTypeRC, e.hcqA, e.hcqA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC, MaxSendWR: 64,
+		MaxSendSGE: 1, MaxRecvSGE: 1, SendCQ: e.cqA, RecvCQ: e.cqA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !qp.DeferDV(0) {
+		t.Fatalf("DeferDV refused: %s", qp.FallbackReason())
+	}
+	if _, err := e.d.AppCreateQueue(h); err != nil {
+		t.Fatalf("the application's CREATE_QUEUE on a QP of ours: %v (the provider holds a queue it must not)", err)
+	}
+	busy := e.d.PostSendBusy()
+	err = qp.PostSend([]SendWR{{WrID: 1, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 8)}}})
+	if !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("post_send on a QP with the application's DV queue: %v, want the kernel's EBUSY", err)
+	}
+	if e.d.PostSendBusy() != busy+1 {
+		t.Fatal("the post did not reach the kernel's send queue")
+	}
+	if qp.SendBackend() != BackendKCmd || qp.DVOwner() != DVOwnerApp ||
+		!strings.Contains(qp.FallbackReason(), "application") {
+		t.Fatalf("backend %q owner %q reason %q", qp.SendBackend(), qp.DVOwner(), qp.FallbackReason())
+	}
+	destroys := e.d.DestroyQueues()
+	qp.Close()
+	if e.d.DestroyQueues() != destroys {
+		t.Fatal("closing our QP object destroyed the application's DV queue")
+	}
+}
+
+// Concurrent first posts on a deferred QP: one CREATE_QUEUE, every post goes
+// through DV, nothing through the kernel's send queue.
+func TestUSB4DVDeferredAttachFromEightThreads(t *testing.T) {
+	e := newUSB4Env(t, "kcmd+dv", 256)
+	h, qpn, err := e.d.CreateQP(QPTypeRC, e.hcqA, e.hcqA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, _, err := e.d.CreateQP(QPTypeRC, e.hcqB, e.hcqB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.d.Connect(h, peer)
+	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC, MaxSendWR: 256,
+		MaxSendSGE: 1, MaxRecvSGE: 1, SendCQ: e.cqA, RecvCQ: e.cqA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qp.Close()
+	if !qp.DeferDV(0) {
+		t.Fatalf("DeferDV refused: %s", qp.FallbackReason())
+	}
+	creates := e.d.CreateQueues()
+	const threads, per = 8, 8
+	errs := make(chan error, threads)
+	for g := 0; g < threads; g++ {
+		go func(g int) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for i := 0; i < per; i++ {
+				if err := qp.PostSend([]SendWR{{WrID: uint64(g*per + i), Opcode: WRRDMAWrite, Flags: SendSignaled,
+					SGEs: []SGE{e.sgeA(8*g, 8)}, RemoteAddr: addr(e.bufB) + uint64(8*g), RKey: e.rkeyB}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(g)
+	}
+	for g := 0; g < threads; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.d.CreateQueues() - creates; n != 1 {
+		t.Fatalf("%d CREATE_QUEUE for one QP, want 1", n)
+	}
+	if e.d.PostSendBusy() != 0 || qp.SendBackend() != BackendDV {
+		t.Fatalf("backend %q, %d posts reached the kernel's send queue", qp.SendBackend(), e.d.PostSendBusy())
+	}
+	seen := map[uint64]bool{}
+	for _, c := range pollN(t, e.cqA, threads*per) {
+		if c.Status != WCSuccess || seen[c.WrID] {
+			t.Fatalf("completion %+v (duplicate %v)", c, seen[c.WrID])
+		}
+		seen[c.WrID] = true
 	}
 }
 

@@ -99,6 +99,10 @@ func vmSides(t *testing.T) (*vmSide, *vmSide) {
 // usb4Tree is the module tree of the harness's usb4 mode, "" on rxe.
 func usb4Tree() string { return os.Getenv("USB4VERBS_BACKEND_TREE") }
 
+// isDVTree: the pleite-gda line (eca80ec as "pleite-gda", 8099446 as
+// "pleite-gda-8099446"), whose DV queues have caps and a kernel poller.
+func isDVTree(tree string) bool { return strings.HasPrefix(tree, "pleite-gda") }
+
 // wantUSB4Backends is what each module tree offers a QP granted sendSGE
 // send SGEs (tests/usb4/README.md): hellas-main has kernel commands only;
 // hellas-gda-v2 answers DV's QUERY_CAPS with caps = 0, so DV is refused and
@@ -108,10 +112,10 @@ func usb4Tree() string { return os.Getenv("USB4VERBS_BACKEND_TREE") }
 // kernel commands. None offers the mapped CQ ring (donnerkeule's, which does not
 // build), so CQs poll through kernel commands. "" means not asserted.
 func wantUSB4Backends(tree string, sendSGE uint32, sendCQChannel bool) (cq, send string) {
-	switch tree {
-	case "hellas-main", "hellas-gda-v2", "pleite-main":
+	switch {
+	case tree == "hellas-main", tree == "hellas-gda-v2", tree == "pleite-main":
 		return dataplane.BackendKCmd, dataplane.BackendKCmd
-	case "pleite-gda", "pleite-gda-8099446":
+	case isDVTree(tree):
 		// A send CQ with a completion channel keeps kernel commands: DV
 		// completions raise no event (TryDV).
 		if sendSGE > 1 || sendCQChannel {
@@ -1162,35 +1166,61 @@ func resizeSRQ(t *testing.T, srq *provider.SRQ, dsrq *dataplane.SRQ, maxWR uint3
 	}
 }
 
-// pleite-gda (both commits) drains DV queues from its kernel poll worker, so the engine
-// learns at the first post that it need not KICK: 50 one-WR posts make no
-// KICK, and the module's own counter says its poller took the WQEs
-// (pleite-gda:kernel/debugfs.c, pleite-gda-8099446:kernel/debugfs.c summary: dv_poll_wqes).
-func TestVMDVPostsWithoutKick(t *testing.T) {
-	if tree := usb4Tree(); tree != "pleite-gda" && tree != "pleite-gda-8099446" {
-		t.Skipf("DV send queues with caps: pleite-gda and pleite-gda-8099446 only (tree %q)", tree)
+// issue 23, latency first, on the module: a post that finds the DV queue
+// idle KICKs (the transmit happens in the poster's system call instead of
+// at the kernel poller's next scan, 10-15 us later), so a ping-pong rings
+// one KICK per message; a stream of posts behind uncompleted WQEs rides on
+// pleite-gda's poll worker (pleite-gda:kernel/ibdev.c tbv_dv_poll_thread)
+// once the engine saw it drain the queue: one KICK for the stream, and the
+// module's own counter says its poller took the rest
+// (pleite-gda:kernel/debugfs.c summary: dv_poll_wqes).
+func TestVMDVKicksWhenIdle(t *testing.T) {
+	if !isDVTree(usb4Tree()) {
+		t.Skipf("DV send queues with caps and a poller: the pleite-gda line only (tree %q)", usb4Tree())
 	}
 	p := newPair(t, provider.QPTypeRC, 64)
 	if p.qa.d.SendBackend() != dataplane.BackendDV {
 		t.Fatalf("send backend %s (%s), want DV", p.qa.d.SendBackend(), p.qa.d.FallbackReason())
 	}
-	before, countersOK := dvPollWQEs()
+	write := func(i int, off int) dataplane.SendWR {
+		return dataplane.SendWR{WrID: uint64(i), Opcode: dataplane.WRRDMAWrite, Flags: dataplane.SendSignaled,
+			SGEs: []dataplane.SGE{p.a.sge(off, 64)}, RemoteAddr: p.b.addr(4096 + off), RKey: p.b.mr.RKey()}
+	}
 	const n = 50
 	for i := 0; i < n; i++ {
-		if err := p.qa.d.PostSend([]dataplane.SendWR{{WrID: uint64(i), Opcode: dataplane.WRRDMAWrite,
-			Flags: dataplane.SendSignaled, SGEs: []dataplane.SGE{p.a.sge(0, 64)},
-			RemoteAddr: p.b.addr(4096), RKey: p.b.mr.RKey()}}); err != nil {
+		if err := p.qa.d.PostSend([]dataplane.SendWR{write(i, 0)}); err != nil {
 			t.Fatalf("post %d: %v", i, err)
 		}
 		vmPoll(t, p.dcqA, 1)
 	}
-	if m := p.qa.d.DVKick(); m != "full SQ only" {
-		t.Fatalf("DVKick %q after %d posts, want \"full SQ only\" (the kernel poller consumed nothing in time)", m, n)
+	if k := p.qa.d.DVKicks(); k != n {
+		t.Fatalf("%d KICKs for %d ping-pong posts, want one each (an idle queue KICKs)", k, n)
+	}
+	if m := p.qa.d.DVKick(); m != "undecided" {
+		t.Fatalf("DVKick %q after idle posts only", m)
+	}
+	before, countersOK := dvPollWQEs()
+	const stream = 40
+	for i := 0; i < stream; i++ {
+		if err := p.qa.d.PostSend([]dataplane.SendWR{write(1000+i, 64*(i%16))}); err != nil {
+			t.Fatalf("stream post %d: %v", i, err)
+		}
+	}
+	for i, c := range vmPoll(t, p.dcqA, stream) {
+		if c.WrID != uint64(1000+i) || c.Status != dataplane.WCSuccess {
+			t.Fatalf("stream completion %d: %+v", i, c)
+		}
+	}
+	if k := p.qa.d.DVKicks() - n; k != 1 {
+		t.Fatalf("%d KICKs for a stream of %d posts, want 1 (its first, idle, post)", k, stream)
+	}
+	if m := p.qa.d.DVKick(); m != "when idle" {
+		t.Fatalf("DVKick %q after a stream, want \"when idle\" (the kernel poller consumed nothing in time)", m)
 	}
 	if after, ok := dvPollWQEs(); countersOK && ok {
 		t.Logf("dv_poll_wqes %d -> %d", before, after)
-		if after-before < n {
-			t.Fatalf("the module's poller took %d WQEs of %d", after-before, n)
+		if after-before < stream-1 {
+			t.Fatalf("the module's poller took %d WQEs of the stream's %d unkicked", after-before, stream-1)
 		}
 	} else {
 		t.Log("debugfs summary unreadable: the poller's counter not checked")

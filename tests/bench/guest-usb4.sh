@@ -6,9 +6,10 @@
 # devices, interleaved per repetition, and prints the lines of tests/bench/guest.sh:
 #   @@BENCH mode=usb4 side=S loaded=L tool=T size=B qps=Q pl=P rep=R metric=K value=V
 # Sides (BENCH_USB4_SIDES): up and up2 are both the upstream provider (their ratio is
-# the plan's A/A noise band, measured in the same repetitions), ours is ours with the
-# backend the tree offers, ourskc ours forced to kernel commands
-# (USB4VERBS_FORCE_KERNEL_COMMANDS=1, cshim/README.md). Both providers register the
+# the plan's A/A noise band, measured in the same repetitions), ours is ours with its
+# defaults (kernel commands: the provider leaves DV queues to applications), oursdv ours
+# with its own DV send queues on (USB4VERBS_DV_SEND=1), ourskc ours forced to kernel
+# commands (USB4VERBS_FORCE_KERNEL_COMMANDS=1, cshim/README.md). Both providers register the
 # driver name usb4_rdma, so each process loads exactly one by its own RDMAV_DRIVERS
 # (libibverbs 44 loads those before /etc/libibverbs.d, and the bed's driver file is
 # moved away while this runs); loaded= is what /proc/<server>/maps shows: up (the
@@ -40,6 +41,9 @@ MICRO_ITERS=${BENCH_MICRO_ITERS:-1000}
 # without the setup's system calls.
 SYS_N1=${BENCH_SYS_N1:-100} SYS_N2=${BENCH_SYS_N2:-500}
 PAIR_N1=${BENCH_PAIR_N1:-50} PAIR_N2=${BENCH_PAIR_N2:-250}
+# Streams: STREAM_BURST WRITEs per settled iteration, at two iteration counts.
+STREAM_BURST=${BENCH_STREAM_BURST:-16}
+STREAM_N1=${BENCH_STREAM_N1:-10} STREAM_N2=${BENCH_STREAM_N2:-50}
 # perftest's QP ACK timeout: 20 (4.3 s) as tests/stock/guest.sh MODE=usb4 uses it;
 # the default 14 ends in RETRY_EXC under TCG.
 PERF_EXTRA=${BENCH_PERF_EXTRA:--u 20}
@@ -65,6 +69,7 @@ side_env() {
     up | up2) echo "RDMAV_DRIVERS=$UPSTREAM" ;;
     ours) echo "RDMAV_DRIVERS=$OURS" ;;
     ourskc) echo "RDMAV_DRIVERS=$OURS USB4VERBS_FORCE_KERNEL_COMMANDS=1" ;;
+    oursdv) echo "RDMAV_DRIVERS=$OURS USB4VERBS_DV_SEND=1" ;;
     *) echo "RDMAV_DRIVERS=/nonexistent/$1" ;;
   esac
 }
@@ -257,26 +262,31 @@ dbg_lines() {
     "$WORK/dbg.before" "$WORK/dbg.after"
 }
 
-# sysc_pair SIDE N REP: microbench's settled pairs (MICROBENCH_SETTLE_US) under
-# strace -f -c: the system calls of one post + completion, without empty polls.
+# sysc_pair SIDE N REP [BURST]: microbench's settled pairs (MICROBENCH_SETTLE_US) under
+# strace -f -c: the system calls of one post + completion, without empty polls. With
+# BURST > 1 (tool sys_stream) each settled iteration posts BURST WRITEs back to back
+# and then takes their completions (MICROBENCH_BURST): a stream's calls, n counting
+# messages (N × BURST).
 sysc_pair() {
-  local side="$1" n="$2" rep="$3" env rc pre
+  local side="$1" n="$2" rep="$3" burst="${4:-1}" env rc pre tool=sys_pair msgs
+  [ "$burst" -gt 1 ] && tool=sys_stream
+  msgs=$((n * burst))
   env=$(side_env "$side")
-  pre="mode=$MODE side=$side tool=sys_pair size=8 qps=1 pl=1 rep=$rep"
+  pre="mode=$MODE side=$side tool=$tool size=8 qps=1 pl=1 rep=$rep"
   dbg_counters > "$WORK/dbg.before"
   # shellcheck disable=SC2086
-  env $env MICROBENCH_SETTLE_US=${BENCH_SETTLE_US:-5000} taskset 2 strace -f -c -o "$WORK/sc.pair" \
-    "$BIN/microbench" "$DEV0" "$GID0" "$DEV1" "$GID1" "$n" "$pre" n=$n > "$WORK/micro.log" 2>&1
+  env $env MICROBENCH_SETTLE_US=${BENCH_SETTLE_US:-5000} MICROBENCH_BURST=$burst taskset 2 strace -f -c -o "$WORK/sc.pair" \
+    "$BIN/microbench" "$DEV0" "$GID0" "$DEV1" "$GID1" "$n" "$pre" n=$msgs > "$WORK/micro.log" 2>&1
   rc=$?
   dbg_counters > "$WORK/dbg.after"
   if [ $rc -ne 0 ]; then
-    echo "@@BENCHFAIL $pre n=$n rc=$rc why=microbench-exit"
+    echo "@@BENCHFAIL $pre n=$msgs rc=$rc why=microbench-exit"
     grep -v '^@@BENCH' "$WORK/micro.log" | sed 's/^/# micro: /' | tail -n 5
     return
   fi
   grep '^@@BENCH ' "$WORK/micro.log" | sed "s/ tool=micro / /; s/^@@BENCH /@@BENCH loaded=$(grep -q upstream "$WORK/micro.log" && echo up || echo ours) /"
-  sc_lines "@@BENCH $pre n=$n" "$WORK/sc.pair" pair
-  dbg_lines "@@BENCH $pre n=$n"
+  sc_lines "@@BENCH $pre n=$msgs" "$WORK/sc.pair" pair
+  dbg_lines "@@BENCH $pre n=$msgs"
 }
 
 # sysc SIDE TOOL N REP: one run under strace -f -c on both ends, N iterations of 8 B;
@@ -370,7 +380,7 @@ procstat() {
 
 echo "@@BENCHINFO mode=$MODE reps=$REPS tree=$TREE kernel=$(uname -r) userland=${USB4VERBS_USERLAND:-?} nproc=$(nproc) sides=\"$SIDES\""
 echo "@@BENCHINFO dev0=$DEV0 dev1=$DEV1 gid0=$GID0 gid1=$GID1 rails=${USB4VERBS_USB4_RAILS:-?} perf_extra=\"$PERF_EXTRA\""
-echo "@@BENCHINFO perftest=$(ib_write_bw --version 2>&1 | head -n1 | tr ' ' '_') strace=$(strace -V 2>/dev/null | head -n1 | awk '{print $NF}') lat_sizes=\"$LAT_SIZES\" bw_sizes=\"$BW_SIZES\" bw_multi_qp_sizes=\"$BW_MULTI_QP_SIZES\" post_list=$POST_LIST sys_n=\"$SYS_N1 $SYS_N2\""
+echo "@@BENCHINFO perftest=$(ib_write_bw --version 2>&1 | head -n1 | tr ' ' '_') strace=$(strace -V 2>/dev/null | head -n1 | awk '{print $NF}') lat_sizes=\"$LAT_SIZES\" bw_sizes=\"$BW_SIZES\" bw_multi_qp_sizes=\"$BW_MULTI_QP_SIZES\" post_list=$POST_LIST sys_n=\"$SYS_N1 $SYS_N2\" stream_burst=$STREAM_BURST"
 for f in "$BIN"/*.so "$BIN"/upstream/*.so; do [ -e "$f" ] && echo "@@BENCHINFO file=${f#"$BIN"/} sha256=$(sha256sum "$f" | cut -c1-16)"; done
 [ -f "$BIN/upstream/patches.log" ] && sed 's/^/# upstream: /' "$BIN/upstream/patches.log"
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
@@ -428,6 +438,10 @@ while [ $rep -le 2 ]; do
   for s in $(sides_for $rep); do
     [ "$s" = up2 ] && continue
     for n in $PAIR_N1 $PAIR_N2; do sysc_pair "$s" "$n" $rep; done
+    # A stream of STREAM_BURST messages per settled iteration (0: none).
+    if [ "$STREAM_BURST" -gt 1 ]; then
+      for n in $STREAM_N1 $STREAM_N2; do sysc_pair "$s" "$n" $rep "$STREAM_BURST"; done
+    fi
   done
   rep=$((rep + 1))
 done

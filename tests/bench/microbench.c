@@ -22,6 +22,10 @@
  * counts the system calls of one post + completion pair without a busy-poll
  * loop's empty polls, whose number depends on the latency (the settle's own
  * sleep is a poll call, which no provider makes).
+ * With MICROBENCH_BURST=K (1 < K <= 16) as well, each settled iteration is a
+ * stream instead: K WRITEs posted back to back, one ibv_post_send each, then
+ * the settle, then ibv_poll_cq until all K are returned (asking for the ones
+ * still missing): the system calls of a stream, K messages per iteration.
  *
  * usage: microbench DEV0 GIDIDX0 DEV1 GIDIDX1 ITERS [LABELS...]
  * LABELS (key=value words) are copied into every output line.
@@ -249,30 +253,38 @@ int main(int argc, char **argv)
 	};
 	const char *settle = getenv("MICROBENCH_SETTLE_US");
 	long settle_us = settle ? strtol(settle, NULL, 10) : 0;
+	const char *burst_env = getenv("MICROBENCH_BURST");
+	long burst = burst_env ? strtol(burst_env, NULL, 10) : 1;
+	if (burst < 1 || burst > 16)
+		die("MICROBENCH_BURST must be 1..16", EINVAL);
 	if (settle_us > 0) {
 		long extra = 0;
 		for (long i = 0; i < iters; i++) {
-			struct ibv_send_wr *bad = NULL;
-			struct ibv_wc wc;
-			wr.wr_id = (uint64_t)i;
-			int rc = ibv_post_send(a.qp, &wr, &bad);
-			if (rc)
-				die("ibv_post_send", rc);
+			struct ibv_wc wc[16];
+			for (long k = 0; k < burst; k++) {
+				struct ibv_send_wr *bad = NULL;
+				wr.wr_id = (uint64_t)(i * burst + k);
+				int rc = ibv_post_send(a.qp, &wr, &bad);
+				if (rc)
+					die("ibv_post_send", rc);
+			}
 			poll(NULL, 0, (int)((settle_us + 999) / 1000));
-			for (;;) {
-				int n = ibv_poll_cq(a.cq, 1, &wc);
+			for (long got = 0; got < burst;) {
+				int n = ibv_poll_cq(a.cq, (int)(burst - got), wc);
 				if (n < 0)
 					die("ibv_poll_cq", EIO);
-				if (n == 1) {
-					if (wc.status != IBV_WC_SUCCESS)
-						die(ibv_wc_status_str(wc.status), EIO);
-					break;
-				}
-				extra++;
+				for (int j = 0; j < n; j++)
+					if (wc[j].status != IBV_WC_SUCCESS)
+						die(ibv_wc_status_str(wc[j].status), EIO);
+				if (n == 0)
+					extra++;
+				got += n;
 			}
 		}
 		emit("settled_extra_polls", (double)extra);
 		emit("settle_us", (double)settle_us);
+		if (burst > 1)
+			emit("burst", (double)burst);
 		return 0;
 	}
 	double post_sum = 0, hit_sum = 0, pair_t0 = 0;

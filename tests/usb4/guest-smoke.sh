@@ -128,6 +128,34 @@ if [ -x /opt/usb4verbs/dmabuf ] && [ -r /opt/usb4verbs/guest-dmabuf.sh ]; then
   sh /opt/usb4verbs/guest-dmabuf.sh || failed=1
 fi
 
+# The DV ABI as a GPU producer uses it (tests/usb4/dvconsumer.c, issue 23): QP created
+# through libibverbs, then its own DV queue on ctx->cmd_fd and qp->handle, WQEs produced
+# by the CPU. Through our provider with its defaults, with its own DV use on (dv_send:
+# attached only at a first post, which this application never makes while its queue
+# lives), and through the module's C provider, in this one boot; each must get the same
+# answers. Lines usb4/<tree>/dv_consumer/<provider>/<case>; trees without DV say SKIP.
+dvc() {
+  side=$1 match=$2
+  shift 2
+  env "$@" /opt/usb4verbs/dvconsumer "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" \
+    "$match" > "/tmp/dvc.$side" 2>&1 || failed=1
+  sed "s|^--- \([A-Z]*\): dv_consumer/|--- \1: usb4/$tree/dv_consumer/$side/|" "/tmp/dvc.$side"
+}
+if [ -x /opt/usb4verbs/dvconsumer ]; then
+  dvc ours libusb4_rdma-go.so
+  dvc ours_dv_send libusb4_rdma-go.so USB4VERBS_DV_SEND=1 USB4VERBS_DEBUG=1
+  if [ -f /opt/usb4verbs/upstream/libusb4_rdma-rdmav34.so ]; then
+    # Both providers register the driver name usb4_rdma: ours' driver file goes
+    # away while the C provider runs (as tests/bench/guest-usb4.sh does).
+    drv=/etc/libibverbs.d/usb4_rdma.driver
+    [ -f $drv ] && mv $drv /tmp/usb4_rdma.driver.saved
+    dvc upstream /opt/usb4verbs/upstream/libusb4_rdma RDMAV_DRIVERS=/opt/usb4verbs/upstream/libusb4_rdma
+    [ -f /tmp/usb4_rdma.driver.saved ] && mv /tmp/usb4_rdma.driver.saved $drv
+  else
+    echo "--- SKIP: usb4/$tree/dv_consumer/upstream ($(cat /opt/usb4verbs/upstream/skip 2>/dev/null || echo 'the module'"'"'s C provider is not in the image'))"
+  fi
+fi
+
 # The stock-tool cases, when tests/usb4/run.sh put tests/stock/guest.sh in the image.
 if [ -r /opt/usb4verbs/stock.conf ] && [ -r /opt/usb4verbs/guest.sh ]; then
   sh /opt/usb4verbs/guest.sh || failed=1

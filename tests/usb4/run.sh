@@ -150,10 +150,18 @@ usb4_stock_files() {
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$STOCK_FILES/dmabuf" "$USB4DIR/dmabuf.c" -libverbs ||
     result FAIL "usb4/$1/dmabuf/build" "gcc tests/usb4/dmabuf.c"
   install -m755 "$USB4DIR/guest-dmabuf.sh" "$STOCK_FILES/guest-dmabuf.sh"
+  # The DV ABI as an application uses it (issue 23), run by guest-smoke.sh through our
+  # provider and through the module's own C provider (tests/bench/upstream-provider.sh,
+  # cached; where it cannot be built the guest says SKIP with the reason).
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -I"$REPO/uapi/c" -o "$STOCK_FILES/dvconsumer" \
+    "$USB4DIR/dvconsumer.c" -libverbs || result FAIL "usb4/$1/dv_consumer/build" "gcc tests/usb4/dvconsumer.c"
   # The module's C provider (built once above): the baseline of the NCCL, dma-buf and DV cases.
   if [[ -n ${UPSTREAM_SO:-} && ${USB4_CPROVIDER:-1} != 0 ]]; then
     mkdir -p "$STOCK_FILES/upstream"
     install -m644 "$UPSTREAM_SO" "$STOCK_FILES/upstream/libusb4_rdma-rdmav34.so"
+  else
+    mkdir -p "$STOCK_FILES/upstream"
+    echo "the module's C provider is not in this boot (USB4_CPROVIDER=0, or tests/bench/upstream-provider.sh failed: build/usb4/upstream/build.err)" > "$STOCK_FILES/upstream/skip"
   fi
   {
     printf 'MODE=usb4\nITERS=%s\nTIMEOUT=%s\nBIG_ITERS=%s\n' "${USB4_STOCK_ITERS:-1000}" \

@@ -81,10 +81,13 @@ usb4_prepare() {
     local so=${USB4_PROVIDER_SO:-$REPO/build/libusb4_rdma.so}
     # shellcheck source=/dev/null
     . "$REPO/tests/stock/lib.sh"
-    stock_overlay "$out/overlay" "$so" || exit 1
+    # In this checkout's build/, not the shared cache: concurrent boots of the same tree
+    # from other checkouts would lay their provider over ours there.
+    local ov="$REPO/build/usb4/overlay-$USB4_TREE"
+    stock_overlay "$ov" "$so" || exit 1
     # usb4 devices are ours without any opt-in: no claim_rxe here.
-    rm -rf "$out/overlay/etc/usb4verbs"
-    VM_OVERLAY="$out/overlay"
+    rm -rf "$ov/etc/usb4verbs"
+    VM_OVERLAY="$ov"
   fi
   USB4_DESC="$USB4_TREE ($(sed -n 's/^\([0-9a-f]\{7\}\).*/\1/p' "$treedir/SNAPSHOT" 2>/dev/null | head -n1)) on $KVER, modules ${USB4_KO_NAMES[*]}"
 }

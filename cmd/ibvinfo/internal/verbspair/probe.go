@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"usb4verbs/internal/sysinfo"
 	"usb4verbs/provider"
 	"usb4verbs/provider/dataplane"
 )
@@ -25,6 +26,9 @@ type Negotiated struct {
 	QPSkipped string
 	// Err is the first failure while creating the probe objects.
 	Err error
+	// ProviderDV is the provider's dv_send setting (the caller fills it
+	// in): whether applications' QPs get DV queues of ours.
+	ProviderDV *sysinfo.ProviderDV
 }
 
 // Probe creates a throwaway PD, CQ and RC QP on ctx, attaches their
@@ -70,7 +74,9 @@ func (n *Negotiated) probeQP(ctx *provider.Context, pd *provider.PD, cq *provide
 		n.Err = err
 		return
 	}
-	dqp, err := attachQP(ctx, qp, dcq)
+	// The probe's own QP: nobody else's queue to take, so the offer is
+	// validated with a queue attached now.
+	dqp, err := attachQP(ctx, qp, dcq, dvNow)
 	if err != nil {
 		_ = qp.Destroy()
 		n.Err = err
@@ -105,7 +111,7 @@ func (n Negotiated) String() string {
 		case n.QPSkipped != "":
 			parts = append(parts, "DV: not probed ("+n.QPSkipped+")")
 		case n.Send == dataplane.BackendDV:
-			parts = append(parts, "DV: answered, send queues in use")
+			parts = append(parts, "DV: offered, a queue attached and validated on a probe QP; "+n.dvOwners())
 		case n.Send != "":
 			parts = append(parts, "DV: not used ("+orNone(n.QPReason)+")")
 		}
@@ -121,6 +127,19 @@ func (n Negotiated) String() string {
 		return "unknown"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// dvOwners says whose the DV queues of applications' QPs are: the
+// applications' own (the provider's default) or the provider's.
+func (n Negotiated) dvOwners() string {
+	switch {
+	case n.ProviderDV == nil:
+		return "DV queues of QPs: the provider's setting not read"
+	case n.ProviderDV.On:
+		return "DV queues of QPs: the provider's own, each at the QP's first post (dv_send on: " + n.ProviderDV.Source +
+			"); an application's CREATE_QUEUE on a QP already posted to gets EBUSY"
+	}
+	return "DV queues of QPs: left to applications (the provider's own use is off: dv_send, " + n.ProviderDV.Source + ")"
 }
 
 func orNone(s string) string {

@@ -24,6 +24,10 @@ type Config struct {
 	GIDIndex int
 	// Timeout bounds each wait for completions; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// DVSend: on usb4, a DV send queue of ours at the QP's first post, as
+	// the provider attaches one with its dv_send setting; otherwise
+	// kernel commands, its default (sysinfo.ReadProviderDV).
+	DVSend bool
 }
 
 // MaxSize bounds a message: the buffer holds two of them.
@@ -167,7 +171,7 @@ func (e *Endpoint) createQueues() error {
 	if err != nil {
 		return err
 	}
-	e.dqp, err = attachQP(e.ctx, e.qp, e.dcq)
+	e.dqp, err = attachQP(e.ctx, e.qp, e.dcq, dvSetting(e.cfg.DVSend))
 	return err
 }
 
@@ -198,9 +202,26 @@ func attachCQ(ctx *provider.Context, cq *provider.CQ, requested uint32) (*datapl
 	return d, nil
 }
 
-// attachQP creates the data-path QP for qp (rxe rings, or usb4 DV send
-// queues when QUERY_CAPS and CREATE_QUEUE answer, else kernel commands).
-func attachQP(ctx *provider.Context, qp *provider.QP, dcq *dataplane.CQ) (*dataplane.QP, error) {
+// How attachQP treats a usb4 QP's DV offer.
+type dvUse int
+
+const (
+	dvLeave    dvUse = iota // kernel commands: the provider's default
+	dvDeferred              // a DV queue of ours at the first post (dv_send on)
+	dvNow                   // a DV queue now: the probe validates the offer on its own QP
+)
+
+func dvSetting(on bool) dvUse {
+	if on {
+		return dvDeferred
+	}
+	return dvLeave
+}
+
+// attachQP creates the data-path QP for qp (rxe rings, or on usb4 kernel
+// commands, with a DV send queue as use says when QUERY_CAPS and
+// CREATE_QUEUE answer).
+func attachQP(ctx *provider.Context, qp *provider.QP, dcq *dataplane.CQ, use dvUse) (*dataplane.QP, error) {
 	c := qp.InitAttr().Cap
 	d, err := dataplane.NewQP(dataplane.QPConfig{CmdFd: ctx.CmdFD(), Handle: qp.Handle(), QPNum: qp.QPN(),
 		Type: dataplane.QPTypeRC, MaxSendWR: c.MaxSendWR, MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE, MaxInline: c.MaxInlineData,
@@ -220,7 +241,14 @@ func attachQP(ctx *provider.Context, qp *provider.QP, dcq *dataplane.CQ) (*datap
 			return nil, err
 		}
 	case provider.DriverUSB4:
-		d.TryDV(drv.ID) // falls back to kernel commands by itself
+		switch use { // each falls back to kernel commands by itself
+		case dvNow:
+			d.TryDV(drv.ID)
+		case dvDeferred:
+			d.DeferDV(drv.ID)
+		default:
+			d.LeaveDV("the provider's own DV use is off (dv_send)")
+		}
 	}
 	return d, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"usb4verbs/internal/sysinfo"
 	"usb4verbs/provider"
 	"usb4verbs/provider/dataplane"
 )
@@ -172,8 +173,15 @@ func TestNegotiatedString(t *testing.T) {
 			"mapped rings (rxe)"},
 		{Negotiated{Kind: provider.DriverRXE, CQ: dataplane.BackendRxe, Err: errors.New("create qp: ENOMEM")},
 			"cq rxe-rings, send none, recv none; probe failed: create qp: ENOMEM"},
-		{Negotiated{Kind: provider.DriverUSB4, CQ: dataplane.BackendCQRing, Send: dataplane.BackendDV, Recv: dataplane.BackendKCmd},
-			"kernel commands; CQ ring: offered, validated, in use; DV: answered, send queues in use"},
+		{Negotiated{Kind: provider.DriverUSB4, CQ: dataplane.BackendCQRing, Send: dataplane.BackendDV, Recv: dataplane.BackendKCmd,
+			ProviderDV: &sysinfo.ProviderDV{Source: "default"}},
+			"kernel commands; CQ ring: offered, validated, in use; DV: offered, a queue attached and validated on a probe QP; " +
+				"DV queues of QPs: left to applications (the provider's own use is off: dv_send, default)"},
+		{Negotiated{Kind: provider.DriverUSB4, CQ: dataplane.BackendKCmd, Send: dataplane.BackendDV, Recv: dataplane.BackendKCmd,
+			ProviderDV: &sysinfo.ProviderDV{On: true, Source: "USB4VERBS_DV_SEND"}},
+			"kernel commands; CQ ring: not used (none); DV: offered, a queue attached and validated on a probe QP; " +
+				"DV queues of QPs: the provider's own, each at the QP's first post (dv_send on: USB4VERBS_DV_SEND); " +
+				"an application's CREATE_QUEUE on a QP already posted to gets EBUSY"},
 		{Negotiated{Kind: provider.DriverUSB4, CQ: dataplane.BackendKCmd, CQReason: "no ABI 2 offer (shm_abi=0)",
 			Send: dataplane.BackendKCmd, Recv: dataplane.BackendKCmd, QPReason: "QUERY_CAPS: operation not supported"},
 			"kernel commands; CQ ring: not used (no ABI 2 offer (shm_abi=0)); DV: not used (QUERY_CAPS: operation not supported)"},

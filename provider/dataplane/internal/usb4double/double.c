@@ -805,6 +805,7 @@ static int dbl_ioctl(void *ctx, int fd, unsigned long req, void *arg)
 		const struct usb4v_ib_uverbs_attr *ar = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_CREATE_QUEUE_REQ);
 		const struct usb4v_ib_uverbs_attr *ao = find_attr(a, h->num_attrs, USB4V_USB4_RDMA_DV_ATTR_CREATE_QUEUE_RESP);
 		struct dbl_qp *qp = aq ? qp_get(d, (uint32_t)aq->data) : NULL;
+		d->create_queues++;
 		if (!qp || !ar || !ao || ar->len != sizeof(struct usb4v_usb4_rdma_dv_queue_create) ||
 		    ao->len < sizeof(struct usb4v_usb4_rdma_dv_queue_resp)) {
 			rc = -EINVAL;
@@ -929,6 +930,50 @@ static void *dv_poller_main(void *arg)
 	}
 }
 
+int dbl_app_create_queue(struct dbl *d, uint32_t qp, uint32_t *gen)
+{
+	enum { ENTRIES = 16 };
+	if (d->app_mem_n + 3 > (int)(sizeof(d->app_mem) / sizeof(d->app_mem[0])))
+		return -ENOMEM;
+	void *sq = aligned_alloc(4096, 4096), *cq = aligned_alloc(4096, 4096), *db = aligned_alloc(4096, 4096);
+	d->app_mem[d->app_mem_n++] = sq;
+	d->app_mem[d->app_mem_n++] = cq;
+	d->app_mem[d->app_mem_n++] = db;
+	if (!sq || !cq || !db)
+		return -ENOMEM;
+	memset(sq, 0, 4096);
+	memset(cq, 0, 4096);
+	memset(db, 0, 4096);
+	struct usb4v_usb4_rdma_dv_queue_create req = {
+		.abi_version = USB4V_USB4_RDMA_DV_ABI_VERSION,
+		.sq_addr = (uint64_t)(uintptr_t)sq, .cq_addr = (uint64_t)(uintptr_t)cq,
+		.doorbell_addr = (uint64_t)(uintptr_t)db,
+		.sq_entries = ENTRIES, .cq_entries = ENTRIES,
+		.sq_stride = USB4V_USB4_RDMA_DV_WQE_SIZE, .cq_stride = USB4V_USB4_RDMA_DV_CQE_SIZE,
+	};
+	struct usb4v_usb4_rdma_dv_queue_resp resp;
+	memset(&resp, 0, sizeof(resp));
+	struct {
+		struct usb4v_ib_uverbs_ioctl_hdr hdr;
+		struct usb4v_ib_uverbs_attr a[3];
+	} cmd = {
+		.hdr = { .length = sizeof(cmd), .object_id = USB4V_USB4_RDMA_DV_OBJECT_DEVICE,
+			 .method_id = USB4V_USB4_RDMA_DV_METHOD_CREATE_QUEUE, .num_attrs = 3 },
+		.a = {
+			{ .attr_id = USB4V_USB4_RDMA_DV_ATTR_CREATE_QUEUE_QP, .flags = USB4V_UVERBS_ATTR_F_MANDATORY,
+			  .data = qp },
+			{ .attr_id = USB4V_USB4_RDMA_DV_ATTR_CREATE_QUEUE_REQ, .len = sizeof(req),
+			  .flags = USB4V_UVERBS_ATTR_F_MANDATORY, .data = (uint64_t)(uintptr_t)&req },
+			{ .attr_id = USB4V_USB4_RDMA_DV_ATTR_CREATE_QUEUE_RESP, .len = sizeof(resp),
+			  .flags = USB4V_UVERBS_ATTR_F_MANDATORY, .data = (uint64_t)(uintptr_t)&resp },
+		},
+	};
+	int rc = dbl_ioctl(d, 3, USB4V_RDMA_VERBS_IOCTL, &cmd);
+	if (rc == 0 && gen)
+		*gen = resp.generation;
+	return rc;
+}
+
 int dbl_set_dv_poller(struct dbl *d, int on)
 {
 	pthread_mutex_lock(&d->mu);
@@ -973,6 +1018,8 @@ void dbl_free(struct dbl *d)
 	if (!d)
 		return;
 	dbl_set_dv_poller(d, 0);
+	for (int i = 0; i < d->app_mem_n; i++)
+		free(d->app_mem[i]);
 	for (int i = 0; i < DBL_MAX_CQ; i++) {
 		free(d->cq[i].priv);
 		free(d->cq[i].shm);

@@ -67,6 +67,11 @@ struct dbl {
 	uint8_t next_gen;
 	uint64_t writes, ioctls, kicks, mmaps;
 	uint64_t destroy_queues; /* DESTROY_QUEUE calls, failed ones included */
+	uint64_t create_queues;  /* CREATE_QUEUE calls, failed ones included */
+	/* Queue pages the application side allocated (dbl_app_create_queue),
+	 * freed with the double. */
+	void *app_mem[3 * DBL_MAX_QP];
+	int app_mem_n;
 	uint32_t poll_delay_us;  /* POLL_CQ sleeps this long, as a slow syscall */
 	uint64_t polls_entered;  /* POLL_CQ writes that reached the double */
 	uint64_t polls_done;     /* ... and that it answered */
@@ -94,6 +99,11 @@ void dbl_connect(struct dbl *d, uint32_t a, uint32_t b);
 void dbl_flood_cq(struct dbl *d, uint32_t cq, uint32_t n);
 /* Publishes a DV cq_tail beyond what the CQ holds, as a buggy kernel would. */
 void dbl_spoil_dv_cq_tail(struct dbl *d, uint32_t qp, uint32_t ahead);
+/* The application's side of DV (a GPU producer's, usb4_rdma_dv.h): its own
+ * SQ/CQ/doorbell pages and a CREATE_QUEUE on the QP's handle through the
+ * same ioctl the provider uses. 0 or the ioctl's negative errno; *gen gets
+ * the queue's generation. */
+int dbl_app_create_queue(struct dbl *d, uint32_t qp, uint32_t *gen);
 /* Starts (on) or stops the DV poll worker; 0 or a positive errno. */
 int dbl_set_dv_poller(struct dbl *d, int on);
 #endif

@@ -144,6 +144,21 @@ func (d *Double) DestroyQP(h uint32) error {
 	return nil
 }
 
+// CreateQueues is how many CREATE_QUEUE calls reached the double, failed
+// ones included.
+func (d *Double) CreateQueues() uint64 { return uint64(d.d.create_queues) }
+
+// AppCreateQueue attaches a DV queue to the QP as an application would (a
+// GPU producer: its own pages, CREATE_QUEUE on the QP's handle through the
+// command fd); it returns the queue's generation, or the kernel's errno.
+func (d *Double) AppCreateQueue(qp uint32) (uint32, error) {
+	var gen C.uint32_t
+	if rc := C.dbl_app_create_queue(d.d, C.uint32_t(qp), &gen); rc != 0 {
+		return 0, fmt.Errorf("application CREATE_QUEUE: %w", unix.Errno(-rc))
+	}
+	return uint32(gen), nil
+}
+
 // DestroyQueues counts DESTROY_QUEUE calls, failed ones included.
 func (d *Double) DestroyQueues() uint64 { return uint64(d.d.destroy_queues) }
 

@@ -17,6 +17,7 @@
 // Per-context data, at (char *)ibv_context + IBV_CONTEXT_SIZE.
 struct usb4_ctx {
 	uintptr_t go_handle;
+	unsigned image; // usb4_go_image() of the process that opened it
 	enum usb4_kind kind;
 	uint32_t driver_id;
 	// Destroyed CQ/QP/SRQ shells kept so a use after destroy gets an error
@@ -62,9 +63,10 @@ static void usb4_free_context(void *ibv_ctx)
 	const struct usb4_abi *abi = usb4_abi_get();
 	void *vctx = (char *)ibv_ctx - (abi->vctx_size - IBV_CONTEXT_SIZE);
 
-	// In a fork() child the Go side is unreachable: release only our C
-	// memory and libibverbs' part (the fds are the child's copies).
-	if (uc->go_handle && !usb4_in_fork_child("close_device"))
+	// A context the parent of this fork() child opened belongs to the
+	// parent's Go part, which is dead here: release only our C memory and
+	// libibverbs' part (the fds are the child's copies).
+	if (uc->go_handle && uc->image == usb4_go_image())
 		usb4_go()->CloseContext(uc->go_handle);
 	for (struct usb4_shell *s = uc->quarantine_head, *next; s; s = next) {
 		next = s->next;
@@ -73,6 +75,11 @@ static void usb4_free_context(void *ibv_ctx)
 	pthread_mutex_destroy(&uc->quarantine_lock);
 	abi->uninit_context(vctx);
 	free(vctx);
+}
+
+unsigned usb4_ctx_image(void *ibv_ctx)
+{
+	return usb4_ctx_of_ibv(ibv_ctx)->image;
 }
 
 uintptr_t usb4_ctx_handle(void *ibv_ctx)
@@ -125,13 +132,8 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 	struct usb4_open_info info = {.async_fd = -1};
 	(void)private_data;
 
-	if (usb4_in_fork_child("open_device")) {
-		if (cmd_fd >= 0)
-			close(cmd_fd);
-		errno = ENOSYS;
-		return NULL;
-	}
-	// The first open of a device of ours is where the Go part starts.
+	// The first open of a device of ours in a process image (the process,
+	// or a fork() child of it) is where that image's Go part starts.
 	int err = usb4_go_load(name);
 	if (err) {
 		if (cmd_fd >= 0)
@@ -166,6 +168,7 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 	}
 	struct usb4_ctx *uc = usb4_ctx_of_ibv(ibv_ctx);
 	uc->go_handle = info.handle;
+	uc->image = usb4_go_image();
 	pthread_mutex_init(&uc->quarantine_lock, NULL);
 	uc->kind = kind;
 	uc->driver_id = driver_id;

@@ -524,16 +524,30 @@ int usb4_go_load(const char *dev);
 // sign: README's fix for a static-TLS failure is to LD_PRELOAD it.
 bool usb4_host_runs_go(const char *own_go_part, char *why, size_t len);
 // The Go part's entry points; only valid after usb4_go_load returned 0
-// (every op of a context of ours runs after its alloc_context did).
+// (every op of a context of ours runs after its alloc_context did), and
+// only for contexts opened in this process image (usb4_in_fork_child).
 const struct usb4_go_api *usb4_go(void);
-// True once this process has begun loading the Go part: from then on a
-// fork() child must not enter Go (fork.c).
-bool usb4_go_started(void);
+// The process image: 0 in the process that loaded the front, one more in
+// each fork() child. A context records the image that opened it; the Go
+// part of an earlier image is dead in a child (fork() keeps one thread),
+// so a context of an earlier image never enters Go (context.c, fork.c).
+unsigned usb4_go_image(void);
+// The atfork child handler's part (fork.c calls it): the dead image's
+// signal handlers are put back to what was there before it was loaded, and
+// the load state starts afresh, so the child's first open loads a new copy.
+void usb4_go_forked(void);
 
-// fork.c: fork() child detection and thread pre-warming.
+// fork.c: fork() child handling and thread pre-warming.
 void usb4_fork_guard_install(void);
-// True in a fork() child: control ops must not enter Go there. Logs once.
-bool usb4_in_fork_child(const char *verb);
+// True when ibv_ctx was opened by an earlier process image (the parent of
+// this fork() child): control ops must not enter Go for it. Logs once per
+// process.
+bool usb4_in_fork_child(void *ibv_ctx, const char *verb);
+// context.c: the process image that opened ibv_ctx.
+unsigned usb4_ctx_image(void *ibv_ctx);
+// The context of a verbs object: struct ibv_pd, ibv_mr, ibv_cq, ibv_qp,
+// ibv_srq, ibv_ah and ibv_mw all begin with their struct ibv_context *.
+#define USB4_CTX_OF(obj) (*(void *const *)(obj))
 // Warms the Go runtime for calls from new threads (first context open only).
 void usb4_prewarm_threads(void);
 

@@ -82,7 +82,7 @@ static int usb4_query_device_ex(void *ibv_ctx, const void *input, void *attr, si
 		memcpy(&in_mask, input, sizeof(in_mask));
 	if (!attr || attr_size < sizeof(a) || in_mask)
 		return usb4_errno(EINVAL);
-	if (usb4_in_fork_child("query_device"))
+	if (usb4_in_fork_child(ibv_ctx, "query_device"))
 		return usb4_errno(ENOSYS);
 	memset(&a, 0, sizeof(a));
 	memset(&x, 0, sizeof(x));
@@ -123,7 +123,7 @@ static int usb4_query_port(void *ibv_ctx, uint8_t port, void *attr)
 
 	if (!attr)
 		return usb4_errno(EINVAL);
-	if (usb4_in_fork_child("query_port"))
+	if (usb4_in_fork_child(ibv_ctx, "query_port"))
 		return usb4_errno(ENOSYS);
 	memset(&a, 0, sizeof(a));
 	int err = usb4_go()->QueryPort(usb4_ctx_handle(ibv_ctx), port, &a);
@@ -135,7 +135,7 @@ static int usb4_query_port(void *ibv_ctx, uint8_t port, void *attr)
 
 static void *usb4_alloc_pd(void *ibv_ctx)
 {
-	if (usb4_in_fork_child("alloc_pd")) {
+	if (usb4_in_fork_child(ibv_ctx, "alloc_pd")) {
 		errno = ENOSYS;
 		return NULL;
 	}
@@ -159,7 +159,7 @@ static void *usb4_alloc_pd(void *ibv_ctx)
 static int usb4_dealloc_pd(void *ibv_pd)
 {
 	struct usb4_pd *pd = ibv_pd;
-	if (usb4_in_fork_child("dealloc_pd"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "dealloc_pd"))
 		return usb4_errno(ENOSYS);
 	int err = usb4_go()->DeallocPD(pd->go);
 	if (err)
@@ -173,7 +173,7 @@ static int usb4_dealloc_pd(void *ibv_pd)
 static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_va, int access)
 {
 	struct usb4_pd *pd = ibv_pd;
-	if (usb4_in_fork_child("reg_mr")) {
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "reg_mr")) {
 		errno = ENOSYS;
 		return NULL;
 	}
@@ -201,7 +201,7 @@ static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_v
 static int usb4_dereg_mr(void *verbs_mr)
 {
 	struct usb4_mr *mr = verbs_mr;
-	if (usb4_in_fork_child("dereg_mr"))
+	if (usb4_in_fork_child(USB4_CTX_OF(verbs_mr), "dereg_mr"))
 		return usb4_errno(ENOSYS);
 	int err = usb4_go()->DeregMR(mr->go);
 	if (err)

@@ -13,6 +13,7 @@
 #include "rel.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
@@ -25,6 +26,48 @@ static int ours;
 static _Atomic int busy_stop;
 static _Atomic long busy_calls;
 
+// where_hung prints, for each thread of a hung pid, the system call it sits
+// in (/proc/PID/task/TID/syscall: number, arguments, stack and instruction
+// pointer) and the mapping the instruction pointer is in, so a hang names
+// the library and the lock.
+static void where_hung(pid_t pid)
+{
+	char path[320], line[512];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/syscall", (int)pid, e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f || !fgets(line, sizeof(line), f)) {
+			if (f)
+				fclose(f);
+			continue;
+		}
+		fclose(f);
+		line[strcspn(line, "\n")] = 0;
+		unsigned long ip = 0;
+		char *last = strrchr(line, ' ');
+		if (last)
+			ip = strtoul(last + 1, NULL, 16);
+		fprintf(stderr, "fork: hung %d task %s: syscall %s\n", (int)pid, e->d_name, line);
+		snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f)) {
+			unsigned long lo, hi;
+			if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && ip >= lo && ip < hi) {
+				fprintf(stderr, "fork: hung %d task %s: ip in %s", (int)pid, e->d_name, line);
+				break;
+			}
+		}
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+}
+
 // wait_child waits up to secs for pid; its exit status, or -1 after killing a hang.
 static int wait_child(pid_t pid, double secs, int *status)
 {
@@ -36,6 +79,7 @@ static int wait_child(pid_t pid, double secs, int *status)
 		if (r < 0)
 			return -1;
 		if (rel_now() > end) {
+			where_hung(pid);
 			kill(pid, SIGKILL);
 			waitpid(pid, status, 0);
 			return -1;
@@ -205,12 +249,12 @@ static void own_traffic(int id, struct rel_end *a, struct rel_end *b, char *out,
 }
 
 // own_verbs: on the child's own contexts, the rest: query_device, an SRQ
-// behind a second RC pair whose receive CQ is on a completion channel (8
-// SENDs arrive, the CQ event is read and acknowledged, every byte checked),
+// behind a second RC pair whose receive CQ is on a completion channel (4
+// SENDs of 1 KiB arrive, the CQ event is read and acknowledged, every byte checked),
 // an AH, query_qp and query_srq, and every object destroyed with 0.
 static void own_verbs(int id, struct rel_end *a, struct rel_end *b, char *out, size_t len)
 {
-	enum { MSGS = 8, MLEN = 1024 };
+	enum { MSGS = 4, MLEN = 1024 }; // MSGS * MLEN fits the 4 KiB buffers of own_traffic
 	struct ibv_device_attr da;
 	int rc = ibv_query_device(b->ctx, &da);
 	struct ibv_comp_channel *ch = rc ? NULL : ibv_create_comp_channel(b->ctx);
@@ -240,7 +284,7 @@ static void own_verbs(int id, struct rel_end *a, struct rel_end *b, char *out, s
 		rc = rel_qp_connect(qb, mtu, b->gid_index, qa->qp_num, &a->gid);
 	if (!rc)
 		rc = ibv_req_notify_cq(cq, 0);
-	char *rbuf = (char *)b->buf + 2 * MLEN * MSGS; // past what the SENDs read
+	char *rbuf = b->buf;
 	for (int m = 0; !rc && m < MSGS; m++) {
 		struct ibv_sge sge = {.addr = (uintptr_t)(rbuf + m * MLEN), .length = MLEN, .lkey = b->mr->lkey};
 		struct ibv_recv_wr wr = {.wr_id = (uint64_t)m, .sg_list = &sge, .num_sge = 1}, *bad;

@@ -7,9 +7,13 @@
 // the atfork child handler below resets the load state (golib.c), and the
 // child's first open loads a new copy of the Go part with a runtime of its
 // own (golib.c, "a new image"). Contexts the parent opened belong to the
-// dead copy: their control ops fail with ENOSYS (one log line per process)
-// instead of entering it; data-path ops never enter Go and keep working on
-// what is still mapped, as rdma-core's providers do without ibv_fork_init.
+// dead copy: the first control op on one in the child adopts it into the
+// child's Go part (the kernel ucontext on the shared command fd is the
+// parent's, which the kernel serves for the child as for rdma-core's
+// providers), so new objects on it work; the parent's objects keep handles
+// of the dead copy and their control ops get EBADF. Data-path ops never
+// enter Go and keep working on what is still mapped, as rdma-core's
+// providers do without ibv_fork_init.
 //
 // The first call into Go from a C thread that has never called Go costs
 // ~0.1-0.4 ms: the runtime hands the thread an "extra M" and creates the
@@ -23,11 +27,14 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "shim.h"
 
 static atomic_bool fork_logged;
 static pthread_once_t prewarmed = PTHREAD_ONCE_INIT;
+// Serialises adoptions (usb4_in_fork_child); re-initialised in a child.
+static pthread_mutex_t adopt_lock = PTHREAD_MUTEX_INITIALIZER;
 
 // Runs in every fork() child, before fork() returns there: no thread, no
 // allocation, no load (golib.c's part is a few sigaction calls when the
@@ -39,22 +46,28 @@ static void on_fork_child(void)
 	usb4_go_forked();
 	atomic_store(&fork_logged, false);
 	prewarmed = (pthread_once_t)PTHREAD_ONCE_INIT;
+	pthread_mutex_init(&adopt_lock, NULL);
 }
 
 void usb4_fork_guard_install(void)
 {
-	pthread_atfork(NULL, NULL, on_fork_child);
+	pthread_atfork(usb4_go_fork_prepare, usb4_go_fork_parent, on_fork_child);
 }
 
 bool usb4_in_fork_child(void *ibv_ctx, const char *verb)
 {
 	if (usb4_ctx_image(ibv_ctx) == usb4_go_image())
 		return false;
+	pthread_mutex_lock(&adopt_lock);
+	int err = usb4_ctx_image(ibv_ctx) == usb4_go_image() ? 0 : usb4_ctx_adopt(ibv_ctx);
+	pthread_mutex_unlock(&adopt_lock);
+	if (!err)
+		return false;
 	if (!atomic_exchange(&fork_logged, true))
 		fprintf(stderr,
-			USB4_LOG_PREFIX "%s in a fork() child on a context the parent opened: control verbs work on "
-			"contexts the child opens itself, not on the parent's (ENOSYS)\n",
-			verb);
+			USB4_LOG_PREFIX "%s in a fork() child on a context the parent opened: this process's Go part "
+			"cannot take it over (%s): ENOSYS\n",
+			verb, strerror(err));
 	return true;
 }
 

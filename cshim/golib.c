@@ -68,10 +68,16 @@ static struct go_image {
 	char msg[768];   // the one line for a failed load, without the device
 	struct usb4_go_api api;
 	_Atomic int state; // enum image_state
+	_Atomic bool ready; // the API table is complete and the runtime started
 	// Each signal's disposition before the dlopen and right after it (the
 	// runtime's handler where it installed one).
 	struct sigaction pre[N_GO_SIGNALS], post[N_GO_SIGNALS];
 } image = {.once = PTHREAD_ONCE_INIT};
+
+// Whether this thread took the runtime's thread-creation lock in the atfork
+// prepare handler (the parent handler gives it back only then: the load may
+// complete on another thread in between).
+static _Thread_local bool fork_held;
 
 struct go_entry {
 	const char *name;
@@ -113,6 +119,7 @@ void usb4_go_forked(void)
 	}
 	bool inherited = image.inherited || st != IMAGE_NONE;
 	unsigned id = image.id + 1;
+	fork_held = false; // the lock belongs to the dead runtime
 	memset(&image, 0, sizeof(image));
 	image.id = id;
 	image.inherited = inherited;
@@ -322,6 +329,25 @@ static void load(void)
 		return;
 	}
 	image.err = 0;
+	atomic_store(&image.ready, true);
+}
+
+void usb4_go_fork_prepare(void)
+{
+	// Written on every fork, so the child handler's write finds this
+	// thread's TLS block of the front allocated (no __tls_get_addr slow
+	// path, which takes glibc's dl_load_tls_lock, in the child).
+	fork_held = atomic_load(&image.ready);
+	if (fork_held)
+		image.api.BeforeFork();
+}
+
+void usb4_go_fork_parent(void)
+{
+	if (fork_held) {
+		fork_held = false;
+		image.api.AfterFork();
+	}
 }
 
 int usb4_go_load(const char *dev)

@@ -1,8 +1,9 @@
 // Opens the device named argv[1] through libibverbs and prints, one line
 // each, what the errno contracts of our ops table give: the ops left to
 // libibverbs' dummies on purpose (dmabuf probe), create_cq_ex's refusals, argument
-// checks made in C, a fork() child's control verb on the parent's context
-// (ENOSYS, no hang) and on a context it opened itself (works).
+// checks made in C, a fork() child's control verbs on the parent's context
+// (adopted by the child's copy of the Go part, no hang) and on a context it
+// opened itself (works).
 // Run with testdata/gostub.c standing in for Go (shim_test.go).
 #define _GNU_SOURCE
 #include <errno.h>
@@ -87,9 +88,9 @@ int main(int argc, char **argv)
 		report("child_alloc_pd", ibv_alloc_pd(ctx));
 		errno = 0;
 		report("child_create_cq", ibv_create_cq(ctx, 1, NULL, NULL, 0));
-		// A fresh open in the child works (cshim/README.md "fork()"): it
-		// loads a new copy of the Go part, and the child's own context
-		// serves control verbs; the parent's still answers ENOSYS.
+		// A fresh open in the child works (cshim/README.md "fork()"): the
+		// child's copy of the Go part serves its own context and the
+		// parent's, which it adopted at child_alloc_pd.
 		errno = 0;
 		struct ibv_context *own = ibv_open_device(dev);
 		report("child_open_device", own);

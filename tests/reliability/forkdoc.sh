@@ -23,8 +23,8 @@ meta() { sed -n "s/^# $1: //p" "$out" | head -n1 | tr ' ' '\n' | sed -n "s/^$2=/
     "$(meta fork userland)" "$(meta cqex-host commit)" "$(meta cqex-host date | tr _ ' ')"
   printf 'and `cshim/testdata/mpfork.py` (Python multiprocessing, fork start method, ctypes) ran\n'
   printf 'through our provider (rxe claimed) and through the stock librxe. The parent opened rxe0\n'
-  printf 'and moved traffic before forking; `child_control_verbs` is the one deliberate difference\n'
-  printf '(the parent'"'"'s context in a child: ENOSYS with us, cshim/README.md "fork()").\n\n'
+  printf 'and moved traffic before forking; `child_parent_qp` is the one deliberate difference (a\n'
+  printf 'control verb on an object the parent created: EBADF with us, cshim/README.md "fork()").\n\n'
   awk '
     /^--- (PASS|FAIL|SKIP): rel\/(fork|mpfork)-/ {
       split($3, p, "/"); prog = p[2]; c = p[3]
@@ -48,6 +48,11 @@ meta() { sed -n "s/^# $1: //p" "$out" | head -n1 | tr ' ' '\n' | sed -n "s/^$2=/
       }
       printf "\n**ours: %d of %d passed; librxe: %d of %d passed.**\n", pa, n, pb, n
     }' "$out"
+  if grep -q '^# cost: ' "$out"; then
+    printf '\nWhat a first open cost in that boot (`# cost` lines: the parent'"'"'s loads the Go part\n'
+    printf 'from its file, a child'"'"'s a new copy; librxe for comparison; TCG, so only the ratios mean much):\n\n'
+    sed -n 's/^# cost: \(.*\)/- \1/p' "$out"
+  fi
 } > "$gen"
 if [[ -f $doc ]] && grep -qxF "$BEGIN" "$doc" && grep -qxF "$END" "$doc"; then
   awk -v b="$BEGIN" -v e="$END" -v gen="$gen" '

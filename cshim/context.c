@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,10 @@
 
 // Per-context data, at (char *)ibv_context + IBV_CONTEXT_SIZE.
 struct usb4_ctx {
-	uintptr_t go_handle;
+	_Atomic uintptr_t go_handle;
+	// usb4_go_image() of the image whose Go part holds go_handle: the one
+	// that opened it, or a fork() child's that adopted it (usb4_ctx_adopt).
+	_Atomic unsigned image;
 	enum usb4_kind kind;
 	uint32_t driver_id;
 	// Destroyed CQ/QP/SRQ shells kept so a use after destroy gets an error
@@ -62,9 +66,10 @@ static void usb4_free_context(void *ibv_ctx)
 	const struct usb4_abi *abi = usb4_abi_get();
 	void *vctx = (char *)ibv_ctx - (abi->vctx_size - IBV_CONTEXT_SIZE);
 
-	// In a fork() child the Go side is unreachable: release only our C
-	// memory and libibverbs' part (the fds are the child's copies).
-	if (uc->go_handle && !usb4_in_fork_child("close_device"))
+	// A context the parent of this fork() child opened belongs to the
+	// parent's Go part, which is dead here: release only our C memory and
+	// libibverbs' part (the fds are the child's copies).
+	if (uc->go_handle && usb4_ctx_image(ibv_ctx) == usb4_go_image())
 		USB4_GO_VOID(CloseContext, uc->go_handle);
 	for (struct usb4_shell *s = uc->quarantine_head, *next; s; s = next) {
 		next = s->next;
@@ -73,6 +78,39 @@ static void usb4_free_context(void *ibv_ctx)
 	pthread_mutex_destroy(&uc->quarantine_lock);
 	abi->uninit_context(vctx);
 	free(vctx);
+}
+
+unsigned usb4_ctx_image(void *ibv_ctx)
+{
+	return atomic_load_explicit(&usb4_ctx_of_ibv(ibv_ctx)->image, memory_order_acquire);
+}
+
+static int get_int(const char *ibv_ctx, size_t off)
+{
+	int v;
+	memcpy(&v, ibv_ctx + off, sizeof(v));
+	return v;
+}
+
+int usb4_ctx_adopt(void *ibv_ctx)
+{
+	struct usb4_ctx *uc = usb4_ctx_of_ibv(ibv_ctx);
+	void *ibdev = *(void **)((char *)ibv_ctx + IBV_CONTEXT_DEVICE);
+	const char *name = (const char *)ibdev + IBV_DEVICE_NAME;
+	uint64_t core;
+	memcpy(&core, (char *)ibdev + VERBS_DEVICE_CORE_SUPPORT, sizeof(core));
+	int err = usb4_go_load(name);
+	uintptr_t h = 0;
+	if (!err)
+		err = USB4_GO(AdoptContext, (char *)name, get_int(ibv_ctx, IBV_CONTEXT_CMD_FD),
+					      get_int(ibv_ctx, IBV_CONTEXT_ASYNC_FD), (int)uc->kind, uc->driver_id,
+					      usb4_device_node_guid(ibdev),
+					      (uint32_t)get_int(ibv_ctx, IBV_CONTEXT_NUM_COMP_VECTORS), core, &h);
+	if (err)
+		return err;
+	atomic_store_explicit(&uc->go_handle, h, memory_order_relaxed);
+	atomic_store_explicit(&uc->image, usb4_go_image(), memory_order_release);
+	return 0;
 }
 
 uintptr_t usb4_ctx_handle(void *ibv_ctx)
@@ -125,13 +163,8 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 	struct usb4_open_info info = {.async_fd = -1};
 	(void)private_data;
 
-	if (usb4_in_fork_child("open_device")) {
-		if (cmd_fd >= 0)
-			close(cmd_fd);
-		errno = ENOSYS;
-		return NULL;
-	}
-	// The first open of a device of ours is where the Go part starts.
+	// The first open of a device of ours in a process image (the process,
+	// or a fork() child of it) is where that image's Go part starts.
 	int err = usb4_go_load(name);
 	if (err) {
 		if (cmd_fd >= 0)
@@ -166,6 +199,7 @@ void *usb4_alloc_context(void *ibdev, int cmd_fd, void *private_data)
 	}
 	struct usb4_ctx *uc = usb4_ctx_of_ibv(ibv_ctx);
 	uc->go_handle = info.handle;
+	uc->image = usb4_go_image();
 	pthread_mutex_init(&uc->quarantine_lock, NULL);
 	uc->kind = kind;
 	uc->driver_id = driver_id;

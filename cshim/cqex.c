@@ -238,7 +238,7 @@ static int usb4_resize_cq(void *ibv_cq, int cqe)
 	struct usb4_cq *cq = ibv_cq;
 	if (cqe <= 0)
 		return usb4_errno(EINVAL);
-	if (usb4_in_fork_child("resize_cq"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_cq), "resize_cq"))
 		return usb4_errno(ENOSYS);
 	uint32_t granted = 0;
 	int err = USB4_GO(ResizeCQ, cq->go, cqe, &granted);

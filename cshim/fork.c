@@ -1,52 +1,73 @@
 // fork() children and the cost of a first Go call on a thread
 // (reference: cgo-callback-cost.md).
 //
-// A fork() child has only the forking thread; the Go runtime's threads are
-// gone, and a call into Go hangs when the runtime was busy at fork time. So
-// an atfork child handler marks the process, and every control op checks the
-// mark before it would enter Go and fails with ENOSYS instead (one log
-// line). Data-path ops never enter Go and keep working on what is still
-// mapped, as rdma-core's providers do without ibv_fork_init.
+// A fork() child has only the forking thread: the Go runtime of the Go part
+// the parent loaded is dead there (its threads are gone, a call into it
+// hangs when it was busy at fork time). So the child never enters it again:
+// the atfork child handler below resets the load state (golib.c), and the
+// child's first open loads a new copy of the Go part with a runtime of its
+// own (golib.c, "a new image"). Contexts the parent opened belong to the
+// dead copy: the first control op on one in the child adopts it into the
+// child's Go part (the kernel ucontext on the shared command fd is the
+// parent's, which the kernel serves for the child as for rdma-core's
+// providers), so new objects on it work; the parent's objects keep handles
+// of the dead copy and their control ops get EBADF. Data-path ops never
+// enter Go and keep working on what is still mapped, as rdma-core's
+// providers do without ibv_fork_init.
 //
 // The first call into Go from a C thread that has never called Go costs
 // ~0.1-0.4 ms: the runtime hands the thread an "extra M" and creates the
-// next one. At the first context open of the process we run a couple of
-// short-lived threads through a no-op Go call, so the pool of extra Ms is
-// filled before application threads arrive. Once is enough: an exiting C
-// thread gives its M back to the pool, and doing it on every open made a
-// churn of open/close pay two thread creations per cycle.
+// next one. At the first context open of each process image we run a couple
+// of short-lived threads through a no-op Go call, so the pool of extra Ms is
+// filled before application threads arrive. Once per image is enough: an
+// exiting C thread gives its M back to the pool, and doing it on every open
+// made a churn of open/close pay two thread creations per cycle.
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "shim.h"
 
-static atomic_bool forked;
 static atomic_bool fork_logged;
+static pthread_once_t prewarmed = PTHREAD_ONCE_INIT;
+// Serialises adoptions (usb4_in_fork_child); re-initialised in a child.
+static pthread_mutex_t adopt_lock = PTHREAD_MUTEX_INITIALIZER;
 
-// A child of a process that never began loading the Go part has no Go
-// runtime to be broken: it may load its own (golib.c), so it is not marked.
+// Runs in every fork() child, before fork() returns there: no thread, no
+// allocation, no load (golib.c's part is a few sigaction calls when the
+// parent had loaded the Go part). pthread_once_t is reset by assignment: the
+// child is single-threaded here, and a prewarm or load that another parent
+// thread was running at fork time is dead in the child.
 static void on_fork_child(void)
 {
-	if (usb4_go_started())
-		atomic_store(&forked, true);
+	usb4_go_forked();
+	atomic_store(&fork_logged, false);
+	prewarmed = (pthread_once_t)PTHREAD_ONCE_INIT;
+	pthread_mutex_init(&adopt_lock, NULL);
 }
 
 void usb4_fork_guard_install(void)
 {
-	pthread_atfork(NULL, NULL, on_fork_child);
+	pthread_atfork(usb4_go_fork_prepare, usb4_go_fork_parent, on_fork_child);
 }
 
-bool usb4_in_fork_child(const char *verb)
+bool usb4_in_fork_child(void *ibv_ctx, const char *verb)
 {
-	if (!atomic_load_explicit(&forked, memory_order_relaxed))
+	if (usb4_ctx_image(ibv_ctx) == usb4_go_image())
+		return false;
+	pthread_mutex_lock(&adopt_lock);
+	int err = usb4_ctx_image(ibv_ctx) == usb4_go_image() ? 0 : usb4_ctx_adopt(ibv_ctx);
+	pthread_mutex_unlock(&adopt_lock);
+	if (!err)
 		return false;
 	if (!atomic_exchange(&fork_logged, true))
 		fprintf(stderr,
-			USB4_LOG_PREFIX "%s in a fork() child: control verbs are not available after fork (ENOSYS)\n",
-			verb);
+			USB4_LOG_PREFIX "%s in a fork() child on a context the parent opened: this process's Go part "
+			"cannot take it over (%s): ENOSYS\n",
+			verb, strerror(err));
 	return true;
 }
 
@@ -69,8 +90,6 @@ static void prewarm_once(void)
 	for (int i = 0; i < n; i++)
 		pthread_join(t[i], NULL);
 }
-
-static pthread_once_t prewarmed = PTHREAD_ONCE_INIT;
 
 void usb4_prewarm_threads(void)
 {

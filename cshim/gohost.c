@@ -39,9 +39,15 @@ struct go_found {
 	char *why;
 	size_t len;
 	bool found;
+	// The Go build ID of our Go part as mapped from its file, if it is:
+	// the copies a fork() child loads (golib.c) carry the same one.
+	const char *own_id;
+	size_t own_id_len;
 };
 
-static bool note_is_go(const char *p, size_t size)
+// go_note finds a Go build-ID note in a PT_NOTE segment; its descriptor (the
+// build ID) goes to *id, *id_len.
+static bool go_note(const char *p, size_t size, const char **id, size_t *id_len)
 {
 	size_t off = 0;
 	while (off + sizeof(ElfW(Nhdr)) <= size) {
@@ -52,8 +58,11 @@ static bool note_is_go(const char *p, size_t size)
 		if (next > size || next <= off)
 			return false; // malformed: stop, never read past the segment
 		if (n->n_type == GO_NOTE_BUILDID && (n->n_namesz == 3 || n->n_namesz == 4) &&
-		    memcmp(p + name_off, "Go\0", 3) == 0)
+		    memcmp(p + name_off, "Go\0", 3) == 0) {
+			*id = p + desc_off;
+			*id_len = n->n_descsz;
 			return true;
+		}
 		off = next;
 	}
 	return false;
@@ -67,24 +76,41 @@ static bool is_own_go_part(const char *own, const char *file)
 	return own && file && file[0] && realpath(file, real) && strcmp(real, own) == 0;
 }
 
-static int find_go_note(struct dl_phdr_info *info, size_t size, void *data)
+// object_go_id: the Go build ID of a loaded object, if it has one.
+static bool object_go_id(const struct dl_phdr_info *info, const char **id, size_t *id_len)
+{
+	for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_NOTE && ph->p_memsz >= sizeof(ElfW(Nhdr)) &&
+		    go_note((const char *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz, id, id_len))
+			return true;
+	}
+	return false;
+}
+
+static int find_own_note(struct dl_phdr_info *info, size_t size, void *data)
 {
 	struct go_found *f = data;
 	(void)size;
-	if (is_own_go_part(f->own, info->dlpi_name))
+	return is_own_go_part(f->own, info->dlpi_name) && object_go_id(info, &f->own_id, &f->own_id_len);
+}
+
+static int find_go_note(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct go_found *f = data;
+	const char *id;
+	size_t id_len;
+	(void)size;
+	if (is_own_go_part(f->own, info->dlpi_name) || !object_go_id(info, &id, &id_len))
 		return 0;
-	for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_NOTE || ph->p_memsz < sizeof(ElfW(Nhdr)))
-			continue;
-		if (note_is_go((const char *)(info->dlpi_addr + ph->p_vaddr), ph->p_memsz)) {
-			const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : "the program";
-			snprintf(f->why, f->len, "%s has a Go build ID", name);
-			f->found = true;
-			return 1;
-		}
-	}
-	return 0;
+	// An earlier copy of our own Go part (a fork() child's: golib.c),
+	// mapped from a memfd, has our file's build ID.
+	if (f->own_id && id_len == f->own_id_len && memcmp(id, f->own_id, id_len) == 0)
+		return 0;
+	const char *name = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : "the program";
+	snprintf(f->why, f->len, "%s has a Go build ID", name);
+	f->found = true;
+	return 1;
 }
 
 // exe_has_section reports whether /proc/self/exe has a section of that name.
@@ -127,6 +153,7 @@ bool usb4_host_runs_go(const char *own_go_part, char *why, size_t len)
 	if (own_go_part && realpath(own_go_part, own_real))
 		own_go_part = own_real; // the Go part may itself be a link
 	struct go_found f = {.own = own_go_part, .why = why, .len = len};
+	dl_iterate_phdr(find_own_note, &f);
 	dl_iterate_phdr(find_go_note, &f);
 	if (f.found)
 		return true;

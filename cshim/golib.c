@@ -5,16 +5,33 @@
 // a host with our package. Starting a Go runtime there (threads, RSS, signal
 // handlers, static TLS) for processes that never open one of our devices is
 // what issue 13 removes: the front is C, and the Go part is loaded by the
-// first alloc_context of a device we claimed, once per process, with
+// first alloc_context of a device we claimed, once per process image, with
 // RTLD_LOCAL so its symbols never interpose on the application's.
 //
-// The only mutable globals here are the load's outcome, written once under
-// pthread_once: a process has one Go runtime at most, whichever context
-// asked for it first.
+// A process image is the process, or a fork() child of it (issue 24). fork()
+// copies only the calling thread, so the Go runtime a parent loaded is dead
+// in the child and is never entered again (fork.c). The child's first open
+// loads a new image of the Go part with a runtime of its own: the file's
+// loaded extent copied into a memfd and dlopened as /proc/self/fd/N, which
+// glibc treats as another object (another device and inode; a dlopen of the
+// same path would hand back the dead copy). Not dlmopen: a new link-map
+// namespace brings a second libc, whose malloc would own the C memory the Go
+// part hands to the front (engine objects the front frees). Before the copy
+// is loaded, the dead copy's signal handlers are put back to what was there
+// before it was loaded (usb4_go_forked, at fork time), so the new runtime
+// forwards to the application's handlers, never into the dead runtime.
+//
+// The only mutable globals here are the image's load outcome, written once
+// under its pthread_once, and reset by the fork() child handler: a process
+// image has one live Go runtime at most, whichever context asked first.
+
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -23,15 +40,44 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim.h"
 
-static struct usb4_go_api go_api;
-static int load_err;       // 0 after a successful load
-static char load_msg[768]; // the one line for a failed load, without the device
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static atomic_bool load_started;
+// The signals the Go runtime may take over when it starts in a c-shared
+// library (go:src/runtime/signal_unix.go sigInstallGoHandler installs the
+// synchronous ones, SIGPIPE and its preemption signal SIGURG); the others
+// are listed so that a runtime which takes more is still undone in a child.
+static const int go_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGPIPE, SIGURG};
+enum { N_GO_SIGNALS = sizeof(go_signals) / sizeof(go_signals[0]) };
+
+enum image_state {
+	IMAGE_NONE,    // nothing loaded in this image
+	IMAGE_LOADING, // dlopen under way: pre is valid
+	IMAGE_LOADED,  // the runtime is up: pre and post are valid
+};
+
+static struct go_image {
+	unsigned id;     // usb4_go_image()
+	bool inherited;  // an earlier image mapped the Go part's file: load a copy
+	pthread_once_t once;
+	int err;         // 0 after a successful load
+	char msg[768];   // the one line for a failed load, without the device
+	struct usb4_go_api api;
+	_Atomic int state; // enum image_state
+	_Atomic bool ready; // the API table is complete and the runtime started
+	// Each signal's disposition before the dlopen and right after it (the
+	// runtime's handler where it installed one).
+	struct sigaction pre[N_GO_SIGNALS], post[N_GO_SIGNALS];
+} image = {.once = PTHREAD_ONCE_INIT};
+
+// Whether this thread took the runtime's thread-creation lock in the atfork
+// prepare handler (the parent handler gives it back only then: the load may
+// complete on another thread in between).
+static _Thread_local bool fork_held;
 
 struct go_entry {
 	const char *name;
@@ -42,12 +88,42 @@ static const struct go_entry go_entries[] = {USB4_GO_ENTRIES(USB4_GO_TABLE_ENTRY
 
 const struct usb4_go_api *usb4_go(void)
 {
-	return &go_api;
+	return &image.api;
 }
 
-bool usb4_go_started(void)
+unsigned usb4_go_image(void)
 {
-	return atomic_load(&load_started);
+	return image.id;
+}
+
+static bool same_handler(const struct sigaction *a, const struct sigaction *b)
+{
+	return (void *)a->sa_handler == (void *)b->sa_handler;
+}
+
+void usb4_go_forked(void)
+{
+	int st = atomic_load(&image.state);
+	for (int i = 0; st != IMAGE_NONE && i < N_GO_SIGNALS; i++) {
+		struct sigaction cur;
+		// Loaded: put back what the runtime replaced, where it is still
+		// the runtime's (a handler the application set since stays).
+		// Loading at fork time (another thread was in the first open's
+		// dlopen): the runtime may have installed any of them.
+		if (st == IMAGE_LOADED && same_handler(&image.pre[i], &image.post[i]))
+			continue;
+		if (sigaction(go_signals[i], NULL, &cur) != 0)
+			continue;
+		if (st == IMAGE_LOADED ? same_handler(&cur, &image.post[i]) : !same_handler(&cur, &image.pre[i]))
+			sigaction(go_signals[i], &image.pre[i], NULL);
+	}
+	bool inherited = image.inherited || st != IMAGE_NONE;
+	unsigned id = image.id + 1;
+	fork_held = false; // the lock belongs to the dead runtime
+	memset(&image, 0, sizeof(image));
+	image.id = id;
+	image.inherited = inherited;
+	image.once = (pthread_once_t)PTHREAD_ONCE_INIT;
 }
 
 // go_part_path writes the Go part's path: the directory of this library's
@@ -70,9 +146,9 @@ static int go_part_path(char *buf, size_t len)
 __attribute__((format(printf, 2, 3))) static void fail(int err, const char *fmt, ...)
 {
 	va_list ap;
-	load_err = err;
+	image.err = err;
 	va_start(ap, fmt);
-	vsnprintf(load_msg, sizeof(load_msg), fmt, ap);
+	vsnprintf(image.msg, sizeof(image.msg), fmt, ap);
 	va_end(ap);
 }
 
@@ -86,31 +162,22 @@ __attribute__((format(printf, 2, 3))) static void fail(int err, const char *fmt,
 // forwards SIGURG (its preemption signal) at all, so an application's
 // SIGURG handler went dead. So a SIGPIPE or SIGURG disposition the
 // application set (anything but SIG_DFL) is put back right after the load.
-// Go's runtime adds SA_ONSTACK to every handler it finds and does not
-// take; the two put back get it too, or Go's preemption signals (SIGURG,
-// sent to any of its threads while it runs a goroutine) would run the
-// application's handler on a small goroutine stack: issue 22, qperf's
-// sig_urg (installed with SA_SIGINFO only) aborted qperf that way.
 // What that costs Go: with SIGURG not its own it loses asynchronous
 // preemption (goroutines yield at function calls, as with
 // GODEBUG=asyncpreemptoff=1), which the Go part's short control calls never
 // need; with SIGPIPE ignored, writes to a closed pipe in Go return EPIPE,
 // which the Go part handles as any error.
-struct kept_signals {
-	struct sigaction pipe, urg;
-};
-
-static void keep_signals(struct kept_signals *k)
-{
-	sigaction(SIGPIPE, NULL, &k->pipe);
-	sigaction(SIGURG, NULL, &k->urg);
-}
-
 static bool set_by_application(const struct sigaction *sa)
 {
 	return (sa->sa_flags & SA_SIGINFO) || sa->sa_handler != SIG_DFL;
 }
 
+// put_back reinstalls an application's disposition with SA_ONSTACK added to
+// a handler: Go's runtime adds it to every handler it finds and does not
+// take; the two put back need it too, or Go's preemption signals (SIGURG,
+// sent to any of its threads while it runs a goroutine) would run the
+// application's handler on a small goroutine stack: issue 22, qperf's
+// sig_urg (installed with SA_SIGINFO only) aborted qperf that way.
 static void put_back(int sig, struct sigaction sa)
 {
 	if ((sa.sa_flags & SA_SIGINFO) || (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN))
@@ -118,12 +185,80 @@ static void put_back(int sig, struct sigaction sa)
 	sigaction(sig, &sa, NULL);
 }
 
-static void restore_signals(const struct kept_signals *k)
+// keep_signals records every Go signal's disposition before the dlopen.
+static void keep_signals(void)
 {
-	if (set_by_application(&k->pipe))
-		put_back(SIGPIPE, k->pipe);
-	if (set_by_application(&k->urg))
-		put_back(SIGURG, k->urg);
+	for (int i = 0; i < N_GO_SIGNALS; i++)
+		sigaction(go_signals[i], NULL, &image.pre[i]);
+}
+
+// restore_signals records what the runtime installed (for a fork() child to
+// undo: usb4_go_forked), then puts back SIGPIPE and SIGURG where the
+// application had set them.
+static void restore_signals(void)
+{
+	for (int i = 0; i < N_GO_SIGNALS; i++) {
+		sigaction(go_signals[i], NULL, &image.post[i]);
+		if ((go_signals[i] == SIGPIPE || go_signals[i] == SIGURG) && set_by_application(&image.pre[i]))
+			put_back(go_signals[i], image.pre[i]);
+	}
+}
+
+// loaded_extent: the end of the last PT_LOAD's file bytes of the ELF file
+// in fd, or its size when the headers do not say (all the loader reads;
+// section headers and debug information lie after it).
+static off_t loaded_extent(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return -1;
+	ElfW(Ehdr) eh;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 || eh.e_phnum > 64)
+		return st.st_size;
+	ElfW(Phdr) ph[64];
+	size_t len = (size_t)eh.e_phnum * sizeof(ph[0]);
+	if (pread(fd, ph, len, (off_t)eh.e_phoff) != (ssize_t)len)
+		return st.st_size;
+	off_t end = (off_t)(eh.e_phoff + len);
+	for (int i = 0; i < eh.e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD && (off_t)(ph[i].p_offset + ph[i].p_filesz) > end)
+			end = (off_t)(ph[i].p_offset + ph[i].p_filesz);
+	return end <= st.st_size ? end : st.st_size;
+}
+
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U // linux/memfd.h, Linux 6.3: executable even under vm.memfd_noexec=1
+#endif
+
+// copy_go_part: a memfd holding the loaded extent of the Go part's file, for
+// a new image of it (a fork() child whose parent loaded the file). Returns
+// the fd, or -1 with errno and what failed in *what.
+static int copy_go_part(const char *path, const char **what)
+{
+	*what = "open";
+	int in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -1;
+	off_t len = loaded_extent(in);
+	*what = "memfd_create";
+	int fd = len < 0 ? -1 : memfd_create(USB4_GO_PART_NAME, MFD_CLOEXEC | MFD_EXEC);
+	if (fd < 0 && errno == EINVAL) // a kernel before 6.3 has no MFD_EXEC
+		fd = memfd_create(USB4_GO_PART_NAME, MFD_CLOEXEC);
+	*what = "copy";
+	for (off_t off = 0; fd >= 0 && off < len;) {
+		ssize_t n = sendfile(fd, in, &off, (size_t)(len - off));
+		if (n <= 0) {
+			int e = n < 0 ? errno : EIO;
+			close(fd);
+			fd = -1;
+			errno = e;
+		}
+	}
+	int e = errno;
+	close(in);
+	errno = e;
+	return fd;
 }
 
 static void load(void)
@@ -132,8 +267,7 @@ static void load(void)
 	char why[512];
 	bool have_path = go_part_path(path, sizeof(path)) == 0;
 	if (usb4_host_runs_go(have_path ? path : NULL, why, sizeof(why))) {
-		// Refused before anything is loaded: load_started stays false, so a
-		// fork() child is not marked either.
+		// Refused before anything is loaded: the state stays IMAGE_NONE.
 		fail(EOPNOTSUPP,
 		     "refused: this process already runs a Go runtime (%s), and a second one in the same "
 		     "process is not supported; Go programs use the usb4verbs provider package directly",
@@ -149,25 +283,50 @@ static void load(void)
 		     strerror(errno));
 		return;
 	}
-	atomic_store(&load_started, true);
-	struct kept_signals kept;
-	keep_signals(&kept);
-	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	// In a fork() child of a process that loaded the file, dlopen(path)
+	// would return the dead copy: load a new image from a memfd instead.
+	char copy[32] = "";
+	int copy_fd = -1;
+	if (image.inherited) {
+		const char *what;
+		copy_fd = copy_go_part(path, &what);
+		if (copy_fd < 0) {
+			fail(errno == ENOMEM || errno == ENOSPC ? ENOMEM : ELIBACC,
+			     "a fork() child needs a new copy of %s: %s: %s", path, what, strerror(errno));
+			return;
+		}
+		snprintf(copy, sizeof(copy), "/proc/self/fd/%d", copy_fd);
+	}
+	keep_signals();
+	atomic_store(&image.state, IMAGE_LOADING);
+	void *h = dlopen(copy_fd >= 0 ? copy : path, RTLD_NOW | RTLD_LOCAL);
 	// The runtime installed its handlers inside dlopen (Go's libpreinit).
-	restore_signals(&kept);
+	restore_signals();
+	if (copy_fd >= 0)
+		close(copy_fd); // the mappings keep the memfd's pages
 	if (!h) {
+		atomic_store(&image.state, IMAGE_NONE);
 		const char *why = dlerror();
 		if (!why)
 			why = "unknown dlopen error";
-		if (strstr(why, "static TLS"))
+		if (strstr(why, "static TLS") && copy_fd >= 0)
+			// The copy needs static TLS of its own, from glibc's surplus;
+			// an LD_PRELOAD reserves it only for the first image.
+			fail(ENOMEM,
+			     "%s (a new copy of %s in a fork() child); start the program with "
+			     "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4096 so glibc reserves more static TLS",
+			     why, path);
+		else if (strstr(why, "static TLS"))
 			// The Go runtime uses initial-exec TLS; a late dlopen in a
 			// process whose static TLS surplus is used up cannot place it.
 			fail(ENOMEM, "%s; start the program with LD_PRELOAD=%s so its TLS is reserved at start",
 			     why, path);
 		else
-			fail(ELIBACC, "%s; reinstall usb4verbs", why);
+			fail(ELIBACC, "%s%s%s; reinstall usb4verbs", why, copy_fd >= 0 ? ", a new copy of " : "",
+			     copy_fd >= 0 ? path : "");
 		return;
 	}
+	atomic_store(&image.state, IMAGE_LOADED);
 	for (size_t i = 0; i < sizeof(go_entries) / sizeof(go_entries[0]); i++) {
 		void *sym = dlsym(h, go_entries[i].name);
 		if (!sym) {
@@ -175,7 +334,7 @@ static void load(void)
 			     path, go_entries[i].name);
 			return; // h stays open: the Go runtime may be up, never unload it
 		}
-		memcpy((char *)&go_api + go_entries[i].off, &sym, sizeof(sym));
+		memcpy((char *)&image.api + go_entries[i].off, &sym, sizeof(sym));
 	}
 	struct usb4_go_config cfg = {.force_kernel_commands = usb4_abi_get()->force_kernel_commands,
 				     .dv_send = usb4_abi_get()->dv_send};
@@ -183,7 +342,26 @@ static void load(void)
 		fail(ELIBBAD, "%s is from another usb4verbs build (entry points differ); reinstall usb4verbs", path);
 		return;
 	}
-	load_err = 0;
+	image.err = 0;
+	atomic_store(&image.ready, true);
+}
+
+void usb4_go_fork_prepare(void)
+{
+	// Written on every fork, so the child handler's write finds this
+	// thread's TLS block of the front allocated (no __tls_get_addr slow
+	// path, which takes glibc's dl_load_tls_lock, in the child).
+	fork_held = atomic_load(&image.ready);
+	if (fork_held)
+		USB4_GO_VOID(BeforeFork);
+}
+
+void usb4_go_fork_parent(void)
+{
+	if (fork_held) {
+		fork_held = false;
+		USB4_GO_VOID(AfterFork);
+	}
 }
 
 int usb4_go_load(const char *dev)
@@ -193,9 +371,9 @@ int usb4_go_load(const char *dev)
 	// for the whole once, so no handler can longjmp out of it either.
 	struct usb4_go_saved saved;
 	usb4_go_block_signals(&saved);
-	pthread_once(&load_once, load);
+	pthread_once(&image.once, load);
 	usb4_go_restore_signals(&saved);
-	if (load_err)
-		fprintf(stderr, USB4_LOG_PREFIX "%s: cannot open: Go part: %s\n", dev, load_msg);
-	return load_err;
+	if (image.err)
+		fprintf(stderr, USB4_LOG_PREFIX "%s: cannot open: Go part: %s\n", dev, image.msg);
+	return image.err;
 }

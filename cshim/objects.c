@@ -238,7 +238,7 @@ struct usb4_cq *usb4_cq_create(void *ibv_ctx, int cqe, void *channel, int comp_v
 {
 	if (cqe <= 0 || comp_vector < 0)
 		return fail_null(EINVAL);
-	if (usb4_in_fork_child("create_cq"))
+	if (usb4_in_fork_child(ibv_ctx, "create_cq"))
 		return fail_null(ENOSYS);
 	struct usb4_cq *cq = calloc(1, size < sizeof(*cq) ? sizeof(*cq) : size);
 	if (!cq)
@@ -270,7 +270,7 @@ static void *usb4_create_cq(void *ibv_ctx, int cqe, void *channel, int comp_vect
 static int usb4_destroy_cq(void *ibv_cq)
 {
 	struct usb4_cq *cq = ibv_cq;
-	if (usb4_in_fork_child("destroy_cq"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_cq), "destroy_cq"))
 		return usb4_errno(ENOSYS);
 	struct usb4_event_counts ev = {0};
 	int err = USB4_GO(DestroyCQ, cq->go, &ev);
@@ -324,7 +324,7 @@ static void *usb4_create_qp(void *ibv_pd, void *init)
 	struct usb4_ibv_qp_init_attr *ia = init;
 	if (!ia || !ia->send_cq || !ia->recv_cq)
 		return fail_null(EINVAL);
-	if (usb4_in_fork_child("create_qp"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "create_qp"))
 		return fail_null(ENOSYS);
 	struct usb4_qp *qp = calloc(1, sizeof(*qp));
 	if (!qp)
@@ -371,7 +371,7 @@ static int usb4_modify_qp(void *ibv_qp, void *attr, int mask)
 	struct usb4_qp *qp = ibv_qp;
 	if (!attr)
 		return usb4_errno(EINVAL);
-	if (usb4_in_fork_child("modify_qp"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_qp), "modify_qp"))
 		return usb4_errno(ENOSYS);
 	int err = USB4_GO(ModifyQP, qp->go, attr, mask);
 	if (err)
@@ -389,7 +389,7 @@ static int usb4_query_qp(void *ibv_qp, void *attr, int mask, void *init)
 	struct usb4_ibv_qp_init_attr *ia = init;
 	if (!attr || !ia)
 		return usb4_errno(EINVAL);
-	if (usb4_in_fork_child("query_qp"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_qp), "query_qp"))
 		return usb4_errno(ENOSYS);
 	struct usb4_ibv_qp_cap cap = {0};
 	int32_t sig_all = 0;
@@ -410,7 +410,7 @@ static int usb4_query_qp(void *ibv_qp, void *attr, int mask, void *init)
 static int usb4_destroy_qp(void *ibv_qp)
 {
 	struct usb4_qp *qp = ibv_qp;
-	if (usb4_in_fork_child("destroy_qp"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_qp), "destroy_qp"))
 		return usb4_errno(ENOSYS);
 	struct usb4_event_counts ev = {0};
 	int err = USB4_GO(DestroyQP, qp->go, &ev);
@@ -469,7 +469,7 @@ static void *usb4_create_srq(void *ibv_pd, void *init)
 	struct usb4_pd *pd = ibv_pd;
 	if (!init)
 		return fail_null(EINVAL);
-	if (usb4_in_fork_child("create_srq"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "create_srq"))
 		return fail_null(ENOSYS);
 	struct usb4_srq *srq = calloc(1, sizeof(*srq));
 	if (!srq)
@@ -496,7 +496,7 @@ static int usb4_modify_srq(void *ibv_srq, void *attr, int mask)
 {
 	if (!attr)
 		return usb4_errno(EINVAL);
-	if (usb4_in_fork_child("modify_srq"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_srq), "modify_srq"))
 		return usb4_errno(ENOSYS);
 	return usb4_errno(USB4_GO(ModifySRQ, ((struct usb4_srq *)ibv_srq)->go, attr, mask));
 }
@@ -505,7 +505,7 @@ static int usb4_query_srq(void *ibv_srq, void *attr)
 {
 	if (!attr)
 		return usb4_errno(EINVAL);
-	if (usb4_in_fork_child("query_srq"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_srq), "query_srq"))
 		return usb4_errno(ENOSYS);
 	return usb4_errno(USB4_GO(QuerySRQ, ((struct usb4_srq *)ibv_srq)->go, attr));
 }
@@ -513,7 +513,7 @@ static int usb4_query_srq(void *ibv_srq, void *attr)
 static int usb4_destroy_srq(void *ibv_srq)
 {
 	struct usb4_srq *srq = ibv_srq;
-	if (usb4_in_fork_child("destroy_srq"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_srq), "destroy_srq"))
 		return usb4_errno(ENOSYS);
 	struct usb4_event_counts ev = {0};
 	int err = USB4_GO(DestroySRQ, srq->go, &ev);
@@ -545,7 +545,7 @@ static void *usb4_create_ah(void *ibv_pd, void *attr)
 	struct usb4_pd *pd = ibv_pd;
 	if (!attr)
 		return fail_null(EINVAL);
-	if (usb4_in_fork_child("create_ah"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "create_ah"))
 		return fail_null(ENOSYS);
 	struct usb4_ah *ah = calloc(1, sizeof(*ah));
 	if (!ah)
@@ -566,7 +566,7 @@ static void *usb4_create_ah(void *ibv_pd, void *attr)
 static int usb4_destroy_ah(void *ibv_ah)
 {
 	struct usb4_ah *ah = ibv_ah;
-	if (usb4_in_fork_child("destroy_ah"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_ah), "destroy_ah"))
 		return usb4_errno(ENOSYS);
 	int err = USB4_GO(DestroyAH, ah->go);
 	if (err)

@@ -328,7 +328,7 @@ static void *usb4_create_qp_ex(void *ibv_ctx, void *attr)
 {
 	if (!attr)
 		return fail_null(EINVAL);
-	if (usb4_in_fork_child("create_qp_ex")) // before has_atomic_write enters Go
+	if (usb4_in_fork_child(ibv_ctx, "create_qp_ex")) // before has_atomic_write enters Go
 		return fail_null(ENOSYS);
 	uint32_t mask = rd32(attr, QPIA_EX_COMP_MASK);
 	uint32_t known = QP_INIT_ATTR_PD | QP_INIT_ATTR_CREATE_FLAGS | QP_INIT_ATTR_SEND_OPS_FLAGS;
@@ -412,7 +412,7 @@ struct usb4_mw {
 static void *usb4_alloc_mw(void *ibv_pd, int type)
 {
 	struct usb4_pd *pd = ibv_pd;
-	if (usb4_in_fork_child("alloc_mw"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "alloc_mw"))
 		return fail_null(ENOSYS);
 	if (type < 0)
 		return fail_null(EINVAL);
@@ -438,7 +438,7 @@ static void *usb4_alloc_mw(void *ibv_pd, int type)
 static int usb4_dealloc_mw(void *ibv_mw)
 {
 	struct usb4_mw *mw = ibv_mw;
-	if (usb4_in_fork_child("dealloc_mw"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_mw), "dealloc_mw"))
 		return usb4_errno(ENOSYS);
 	int err = USB4_GO(DeallocMW, mw->go);
 	if (err)

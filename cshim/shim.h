@@ -481,6 +481,15 @@ int usb4goAllocMW(uintptr_t pd, uint32_t type, uintptr_t *mw, uint32_t *mw_handl
 int usb4goDeallocMW(uintptr_t mw);
 // A no-op: a thread that calls it has a Go M bound afterwards (fork.c).
 void usb4goWarm(void);
+// Around fork() in a process whose Go part runs (fork.c's atfork prepare and
+// parent handlers): no runtime thread is being created while it forks.
+void usb4goBeforeFork(void);
+void usb4goAfterFork(void);
+// A Go context of this image for a context a fork() parent opened (its
+// ucontext exists on cmd_fd; async_fd, the vector count and core support are
+// what the first open reported): fork.c, at the first control verb on it.
+int usb4goAdoptContext(char *ibdev_name, int cmd_fd, int async_fd, int kind, uint32_t driver_id, uint64_t node_guid,
+		       uint32_t num_comp_vectors, uint64_t core_support, uintptr_t *handle);
 
 // Every Go entry point as (member of struct usb4_go_api, exported name).
 #define USB4_GO_ENTRIES(X)                                                                                   \
@@ -509,6 +518,9 @@ void usb4goWarm(void);
 	X(AllocMW, usb4goAllocMW)                                                                            \
 	X(DeallocMW, usb4goDeallocMW)                                                                        \
 	X(RegDmabufMR, usb4goRegDmabufMR)                                                                    \
+	X(BeforeFork, usb4goBeforeFork)                                                                      \
+	X(AfterFork, usb4goAfterFork)                                                                        \
+	X(AdoptContext, usb4goAdoptContext)                                                                  \
 	X(Warm, usb4goWarm)
 
 // The Go part's entry points, resolved with dlsym (golib.c); each member has
@@ -578,16 +590,42 @@ int usb4_go_load(const char *dev);
 // sign: README's fix for a static-TLS failure is to LD_PRELOAD it.
 bool usb4_host_runs_go(const char *own_go_part, char *why, size_t len);
 // The Go part's entry points; only valid after usb4_go_load returned 0
-// (every op of a context of ours runs after its alloc_context did).
+// (every op of a context of ours runs after its alloc_context did), and
+// only for contexts opened in this process image (usb4_in_fork_child).
 const struct usb4_go_api *usb4_go(void);
-// True once this process has begun loading the Go part: from then on a
-// fork() child must not enter Go (fork.c).
-bool usb4_go_started(void);
+// The process image: 0 in the process that loaded the front, one more in
+// each fork() child. A context records the image that opened it; the Go
+// part of an earlier image is dead in a child (fork() keeps one thread),
+// so a context of an earlier image never enters Go (context.c, fork.c).
+unsigned usb4_go_image(void);
+// The atfork child handler's part (fork.c calls it): the dead image's
+// signal handlers are put back to what was there before it was loaded, and
+// the load state starts afresh, so the child's first open loads a new copy.
+void usb4_go_forked(void);
+// The atfork prepare and parent handlers' part (fork.c): while this thread
+// forks, the live Go runtime creates no thread (usb4goBeforeFork).
+void usb4_go_fork_prepare(void);
+void usb4_go_fork_parent(void);
 
-// fork.c: fork() child detection and thread pre-warming.
+// fork.c: fork() child handling and thread pre-warming.
 void usb4_fork_guard_install(void);
-// True in a fork() child: control ops must not enter Go there. Logs once.
-bool usb4_in_fork_child(const char *verb);
+// For a control op on ibv_ctx or one of its objects. When ibv_ctx was
+// opened by an earlier process image (the parent of this fork() child), its
+// Go context is in a dead Go part: the first call adopts it into this
+// image's (usb4_ctx_adopt) and returns false; only if that fails it returns
+// true (the op fails with ENOSYS; logged once per process). Objects the
+// parent created keep handles of the dead image, which this image's Go part
+// answers with EBADF.
+bool usb4_in_fork_child(void *ibv_ctx, const char *verb);
+// context.c: the process image whose Go part serves ibv_ctx.
+unsigned usb4_ctx_image(void *ibv_ctx);
+// context.c: a context an earlier image opened gets a Go context of this
+// image on the same kernel ucontext (loading this image's Go part first).
+// 0 or an errno.
+int usb4_ctx_adopt(void *ibv_ctx);
+// The context of a verbs object: struct ibv_pd, ibv_mr, ibv_cq, ibv_qp,
+// ibv_srq, ibv_ah and ibv_mw all begin with their struct ibv_context *.
+#define USB4_CTX_OF(obj) (*(void *const *)(obj))
 // Warms the Go runtime for calls from new threads (first context open only).
 void usb4_prewarm_threads(void);
 

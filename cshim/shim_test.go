@@ -455,8 +455,10 @@ func TestCPartsUnderAddressSanitizer(t *testing.T) {
 // TestErrnoContractsAndForkChild runs testdata/contracts.c against the C
 // parts under AddressSanitizer (gostub.c for Go, whose open and PD succeed):
 // the ops we leave to libibverbs' dummies must give the errnos NCCL, UCX and
-// perftest test for, C-side argument checks give EINVAL, and control verbs
-// in a fork() child fail with ENOSYS instead of entering Go.
+// perftest test for, C-side argument checks give EINVAL, control verbs on
+// the parent's context in a fork() child reach the child's own copy of the
+// Go part (which adopts the context) instead of the parent's dead one, and
+// the child's own open works.
 func TestErrnoContractsAndForkChild(t *testing.T) {
 	a := newAsanProgram(t, "contracts")
 	env := []string{"USB4_STUB_OPEN_OK=1", "USB4_STUB_ASYNC_FD=1", "USB4_STUB_PD_OK=1"}
@@ -468,15 +470,19 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 		"create_cq_ex_timestamp EOPNOTSUPP", // as librxe: no completion timestamps
 		"create_cq_cqe0 EINVAL",
 		"create_cq_vector-1 EINVAL",
-		"child_alloc_pd ENOSYS",
-		"child_create_cq ENOSYS",
-		"child_open_device ENOSYS", // the parent had loaded the Go part (issue 13 item 5)
+		"child_alloc_pd ok",          // the parent's context, adopted by the child's copy (issue 24); ENOSYS before
+		"child_create_cq EOPNOTSUPP", // the stub's own answer: it reached the child's copy
+		"child_open_device ok",       // a new copy of the Go part (issue 24); ENOSYS before
+		"child_own_alloc_pd ok",
+		"child_own_dealloc_pd 0",
+		"child_alloc_pd_again ok",
+		"child_own_close 0",
 		"child exit 0",
 		"dealloc_pd 0",
 		"close 0",
 	})
-	if n := strings.Count(r.stderr, "in a fork() child"); n != 1 {
-		t.Errorf("%d fork-child log lines, want 1:\n%s", n, r.stderr)
+	if n := strings.Count(r.stderr, "in a fork() child"); n != 0 {
+		t.Errorf("%d fork-child log lines, want none (the child's copy adopts the context):\n%s", n, r.stderr)
 	}
 
 	// A prefork server: the parent only listed the devices, so its child
@@ -816,6 +822,84 @@ func TestGoPartLoadedOnlyByAnOpen(t *testing.T) {
 	if c := strings.Count(r.stderr, "Go part"); c != 0 {
 		t.Errorf("the Go part loaded with complaints:\n%s", r.stderr)
 	}
+}
+
+// TestForkChildGoPart (issue 24): a fork() child of a process whose Go part
+// is running gets a Go part of its own at its first open (a new copy of the
+// file, mapped from a memfd), and so does a grandchild; nothing of ours runs
+// in the child before it opens; the dead copy's signal handlers are put back
+// at fork, so faults reach the application's handler before and after the
+// child's own load, and a SIG_DFL fault kills the child as it would without
+// us. On the host the opens fail after the Go part was entered (no RDMA
+// kernel): a child's open must fail the way the parent's did. Before the
+// change every child open gave ENOSYS.
+func TestForkChildGoPart(t *testing.T) {
+	h := setupHost(t)
+	prog := filepath.Join(h.dir, "forkgo")
+	if err := gcc("-o", prog, "testdata/forkgo.c", "-l:libibverbs.so.1", "-ldl"); err != nil {
+		t.Fatal(err)
+	}
+	lines := func(out, prefix string) []string {
+		var l []string
+		for _, s := range strings.Split(out, "\n") {
+			if strings.HasPrefix(s, prefix) {
+				l = append(l, s)
+			}
+		}
+		return l
+	}
+	t.Run("open", func(t *testing.T) {
+		_, r := listDevices(t, h, h.shim, prog, nil, "open")
+		t.Logf("forkgo open:\n%s", r.stdout)
+		parent := lines(r.stdout, "parent open ")
+		if len(parent) != 2 || parent[0] != parent[1] || parent[0] == "parent open ENOSYS" {
+			t.Fatalf("parent opens %q: want the same outcome twice (the Go part's), not ENOSYS\n%s", parent, r.stderr)
+		}
+		want := strings.TrimPrefix(parent[0], "parent ")
+		for _, who := range []string{"child", "grandchild"} {
+			// Before its open: the forking thread only, no image of its
+			// own, and the dead copy's handlers gone.
+			if got := lines(r.stdout, who+" before_open "); len(got) != 1 ||
+				!strings.HasPrefix(got[0], who+" before_open threads 1 ") ||
+				!strings.HasSuffix(got[0], " SIGSEGV dfl SIGPIPE dfl SIGURG dfl") {
+				t.Errorf("%s before its open: %q, want one thread and SIG_DFL for SIGSEGV, SIGPIPE, SIGURG", who, got)
+			}
+			if got := lines(r.stdout, who+" open "); len(got) != 2 || got[0] != who+" "+want || got[1] != got[0] {
+				t.Errorf("%s opens %q, want %q twice (a Go part of its own)", who, got, who+" "+want)
+			}
+			// Each generation adds one image: the file, then a copy each.
+			images := map[string]string{"child": "images 2", "grandchild": "images 3"}[who]
+			if got := lines(r.stdout, who+" cost "); len(got) != 2 || !strings.HasSuffix(got[0], images) {
+				t.Errorf("%s: %q, want %s after its open", who, got, images)
+			}
+			if !strings.Contains(r.stdout, who+" exit 0\n") {
+				t.Errorf("%s did not exit 0", who)
+			}
+		}
+		if !strings.Contains(r.stdout, "dflchild before_open threads 1 images 1 SIGSEGV dfl ") ||
+			!strings.Contains(r.stdout, "dflchild exit signal SEGV\n") {
+			t.Errorf("dflchild: want SIGSEGV back at SIG_DFL before its open (Go's handler in the parent) and death by SIGSEGV")
+		}
+		if strings.Contains(r.stderr, "fork() child") {
+			t.Errorf("fork-child complaint for a context the child opened itself:\n%s", r.stderr)
+		}
+	})
+	t.Run("segv", func(t *testing.T) {
+		_, r := listDevices(t, h, h.shim, prog, nil, "segv")
+		t.Logf("forkgo segv:\n%s", r.stdout)
+		for _, want := range []string{
+			"parent SIGSEGV handler ", // Go's, forwarding to the application's
+			"child before_open threads 1 images 1 SIGSEGV application ",
+			"child fault_before_open handled\n",
+			"child SIGSEGV handler /proc/self/fd/", // the child's own runtime
+			"child fault_after_open handled\n",
+			"child exit 0\n",
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("no %q", want)
+			}
+		}
+	})
 }
 
 // TestGoPartLoadFailures (issue 13 item 2): when the Go part cannot be

@@ -83,7 +83,7 @@ static int usb4_query_device_ex(void *ibv_ctx, const void *input, void *attr, si
 		memcpy(&in_mask, input, sizeof(in_mask));
 	if (!attr || attr_size < sizeof(a) || in_mask)
 		return usb4_errno(EINVAL);
-	if (usb4_in_fork_child("query_device"))
+	if (usb4_in_fork_child(ibv_ctx, "query_device"))
 		return usb4_errno(ENOSYS);
 	memset(&a, 0, sizeof(a));
 	memset(&x, 0, sizeof(x));
@@ -124,7 +124,7 @@ static int usb4_query_port(void *ibv_ctx, uint8_t port, void *attr)
 
 	if (!attr)
 		return usb4_errno(EINVAL);
-	if (usb4_in_fork_child("query_port"))
+	if (usb4_in_fork_child(ibv_ctx, "query_port"))
 		return usb4_errno(ENOSYS);
 	memset(&a, 0, sizeof(a));
 	int err = USB4_GO(QueryPort, usb4_ctx_handle(ibv_ctx), port, &a);
@@ -136,7 +136,7 @@ static int usb4_query_port(void *ibv_ctx, uint8_t port, void *attr)
 
 static void *usb4_alloc_pd(void *ibv_ctx)
 {
-	if (usb4_in_fork_child("alloc_pd")) {
+	if (usb4_in_fork_child(ibv_ctx, "alloc_pd")) {
 		errno = ENOSYS;
 		return NULL;
 	}
@@ -160,7 +160,7 @@ static void *usb4_alloc_pd(void *ibv_ctx)
 static int usb4_dealloc_pd(void *ibv_pd)
 {
 	struct usb4_pd *pd = ibv_pd;
-	if (usb4_in_fork_child("dealloc_pd"))
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "dealloc_pd"))
 		return usb4_errno(ENOSYS);
 	int err = USB4_GO(DeallocPD, pd->go);
 	if (err)
@@ -174,7 +174,7 @@ static int usb4_dealloc_pd(void *ibv_pd)
 static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_va, int access)
 {
 	struct usb4_pd *pd = ibv_pd;
-	if (usb4_in_fork_child("reg_mr")) {
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "reg_mr")) {
 		errno = ENOSYS;
 		return NULL;
 	}
@@ -209,7 +209,7 @@ static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_v
 static void *usb4_reg_dmabuf_mr(void *ibv_pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access)
 {
 	struct usb4_pd *pd = ibv_pd;
-	if (usb4_in_fork_child("reg_dmabuf_mr")) {
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "reg_dmabuf_mr")) {
 		errno = ENOSYS;
 		return NULL;
 	}
@@ -219,8 +219,8 @@ static void *usb4_reg_dmabuf_mr(void *ibv_pd, uint64_t offset, size_t length, ui
 		errno = ENOMEM;
 		return NULL;
 	}
-	int err = usb4_go()->RegDmabufMR(pd->go, offset, length, iova, fd, (uint32_t)access, &mr->go, &handle, &lkey,
-					 &rkey);
+	int err = USB4_GO(RegDmabufMR, pd->go, offset, length, iova, fd, (uint32_t)access, &mr->go, &handle, &lkey,
+			  &rkey);
 	if (err) {
 		free(mr);
 		errno = err;
@@ -246,7 +246,7 @@ static void *usb4_reg_dmabuf_mr(void *ibv_pd, uint64_t offset, size_t length, ui
 static int usb4_dereg_mr(void *verbs_mr)
 {
 	struct usb4_mr *mr = verbs_mr;
-	if (usb4_in_fork_child("dereg_mr"))
+	if (usb4_in_fork_child(USB4_CTX_OF(verbs_mr), "dereg_mr"))
 		return usb4_errno(ENOSYS);
 	int err = USB4_GO(DeregMR, mr->go);
 	if (err)

@@ -146,6 +146,36 @@ func OpenFDKnown(dev KnownDevice, cmdFD int) (*Context, error) {
 	return newContext(realSys{}, info, "", cmdFD, false)
 }
 
+// AdoptFDKnown makes a Context for a kernel ucontext that already exists on
+// cmdFD: the one a fork() parent created through a Go runtime that is gone
+// in the child (cshim's Go part, issue 24). fork() shares the open file, so
+// the kernel serves the child's commands on it as the parent's, as it does
+// for rdma-core's providers; the Context issues no GET_CONTEXT and allocates
+// no async fd. asyncFD (libibverbs' async fd of that context, -1 if none),
+// numCompVectors and coreSupport are what the first open reported. Objects
+// the parent created are not known to the new Context; new ones work. The
+// fds stay the caller's.
+func AdoptFDKnown(dev KnownDevice, cmdFD, asyncFD int, numCompVectors uint32, coreSupport uint64) (*Context, error) {
+	if dev.Name == "" || cmdFD < 0 {
+		return nil, verbError("adopt context", errInvalid("device %q, command fd %d", dev.Name, cmdFD))
+	}
+	if err := checkUverbsFD(cmdFD); err != nil {
+		return nil, verbError("adopt context", fmt.Errorf("%s: %w", dev.Name, err))
+	}
+	info := DeviceInfo{Name: dev.Name, NodeGUID: dev.NodeGUID, Driver: Driver{Kind: dev.Kind, ID: dev.DriverID}}
+	if dev.Kind == DriverRXE {
+		info.Protocol = "roce"
+	}
+	c, err := newContextAdopted(realSys{}, info, cmdFD)
+	if err != nil {
+		return nil, err
+	}
+	c.asyncFD = asyncFD
+	c.numCompVectors = numCompVectors
+	c.coreSupport = coreSupport
+	return c, nil
+}
+
 // checkUverbsFD refuses an fd that is not a uverbs character device (with
 // the lookup skipped, nothing else would notice: write() to /dev/null
 // "succeeds" with a zeroed GET_CONTEXT response). One fstat and one
@@ -169,6 +199,15 @@ func checkUverbsFD(fd int) error {
 // command and async fds on Close (and a GC cleanup does if Close is
 // forgotten); completion channels it creates are always its own.
 func newContext(sys sysCalls, info DeviceInfo, sysfsRoot string, fd int, ownFDs bool) (*Context, error) {
+	return newContextOn(sys, info, sysfsRoot, fd, ownFDs, false)
+}
+
+// newContextAdopted is newContext on an fd whose ucontext exists (AdoptFDKnown).
+func newContextAdopted(sys sysCalls, info DeviceInfo, fd int) (*Context, error) {
+	return newContextOn(sys, info, "", fd, false, true)
+}
+
+func newContextOn(sys sysCalls, info DeviceInfo, sysfsRoot string, fd int, ownFDs, adopt bool) (*Context, error) {
 	owned := &ownedFDs{sys: sys, fds: map[int]struct{}{}}
 	if ownFDs {
 		owned.add(fd)
@@ -191,6 +230,9 @@ func newContext(sys sysCalls, info DeviceInfo, sysfsRoot string, fd int, ownFDs 
 	_, c.realFDs = sys.(realSys)
 	if info.FromSysfs && info.Driver.ID == uapi.RDMA_DRIVER_UNKNOWN {
 		c.probeDriverID()
+	}
+	if adopt {
+		return c, nil // no GC cleanup: the fds are the caller's
 	}
 	if err := c.getContext(); err != nil {
 		if c.asyncFD >= 0 {

@@ -4,7 +4,8 @@
 # from build/stock/{ours,librxe}/<userland>.out, docs/stock-tools-usb4.md from
 # build/usb4/stock/<tree>.out (tests/usb4/run.sh), and the generated table of
 # docs/reliability.md from build/reliability/ours.out (plus the committed control run),
-# the CQ/SRQ/device table of docs/extended-verbs.md from build/cqex/vm.out (cshim/lazyvm.sh),
+# the CQ/SRQ/device table of docs/extended-verbs.md and the fork() table of
+# docs/reliability.md from build/cqex/vm.out (cshim/lazyvm.sh),
 # and its QP/MW tables of docs/extended-verbs.md from the qpex runs (build/qpex,
 # build/usb4/stock; scripts/extended-verbs-doc.sh), and docs/signals.md's table from
 # build/sig/vm.out (cshim/sigvm.sh).
@@ -34,6 +35,7 @@ else
   log "no reliability run under build/reliability: docs/reliability.md kept"
 fi
 if [[ -s build/cqex/vm.out ]]; then
+  tests/reliability/forkdoc.sh "$PWD/build/cqex/vm.out" "$PWD/docs/reliability.md"
   cshim/cqexdoc.sh "$PWD/build/cqex/vm.out" "$PWD/docs/extended-verbs.md"
 else
   log "no cshim/lazyvm.sh run under build/cqex: the CQ tables of docs/extended-verbs.md kept"

@@ -104,6 +104,34 @@ func usb4goOpenContext(name *C.char, cmdFD C.int, kind C.int, driverID C.uint32_
 	return 0
 }
 
+// usb4goAdoptContext makes a Go context of this image for a context a
+// fork() parent opened (issue 24): the kernel ucontext on cmdFD exists and is
+// shared with the parent; libibverbs keeps cmdFD and asyncFD.
+//
+//export usb4goAdoptContext
+func usb4goAdoptContext(name *C.char, cmdFD, asyncFD C.int, kind C.int, driverID C.uint32_t, nodeGUID C.uint64_t,
+	numCompVectors C.uint32_t, coreSupport C.uint64_t, handle *C.uintptr_t) (rc C.int) {
+	defer contain("adopt_context", &rc)
+	forcedPanic("adopt_context")
+	netpollerOnce.Do(startNetpoller)
+	dev := provider.KnownDevice{Name: C.GoString(name), NodeGUID: uint64(nodeGUID), DriverID: uint32(driverID)}
+	switch kind {
+	case C.USB4_KIND_RXE:
+		dev.Kind = provider.DriverRXE
+	case C.USB4_KIND_USB4:
+		dev.Kind = provider.DriverUSB4
+	default:
+		return C.int(unix.ENODEV)
+	}
+	ctx, err := provider.AdoptFDKnown(dev, int(cmdFD), int(asyncFD), uint32(numCompVectors), uint64(coreSupport))
+	if err != nil {
+		return errnoOf(err)
+	}
+	*handle = C.uintptr_t(handles.add(nil, ctx))
+	ctx.WatchRemoval(func() { markEngineGone(ctx) })
+	return 0
+}
+
 //export usb4goCloseContext
 func usb4goCloseContext(h C.uintptr_t) {
 	defer contain("close_context", nil)

@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"os"
 	"sort"
 	"sync"
 
@@ -27,7 +28,11 @@ type handleEntry struct {
 	owner *provider.Context // the context whose Close sweeps the object
 }
 
-var handles = handleTable{objs: map[uintptr]handleEntry{}}
+// Handles start at the process id times 2^32, so a handle this image gave
+// out never equals one a fork() parent's image gave out: a parent's object
+// used in a child (whose Go part is a new image, issue 24) finds nothing
+// here and its op returns EBADF, never another object's.
+var handles = handleTable{objs: map[uintptr]handleEntry{}, last: uintptr(os.Getpid()) << 32}
 
 // add stores v, owned by owner (nil for a context itself), and returns its
 // handle.

@@ -1,7 +1,9 @@
 // Opens the device named argv[1] through libibverbs and prints, one line
 // each, what the errno contracts of our ops table give: the ops left to
 // libibverbs' dummies on purpose, the dmabuf probe, create_cq_ex's refusals, argument
-// checks made in C, and a fork() child's control verb (ENOSYS, no hang).
+// checks made in C, a fork() child's control verbs on the parent's context
+// (adopted by the child's copy of the Go part, no hang) and on a context it
+// opened itself (works).
 // Run with testdata/gostub.c standing in for Go (shim_test.go).
 #define _GNU_SOURCE
 #include <errno.h>
@@ -130,11 +132,22 @@ int main(int argc, char **argv)
 		report("child_alloc_pd", ibv_alloc_pd(ctx));
 		errno = 0;
 		report("child_create_cq", ibv_create_cq(ctx, 1, NULL, NULL, 0));
-		// A fresh open in the child fails too (cshim/README.md "fork()"):
-		// the parent loaded the Go part, whose threads did not survive the
-		// fork, so the open must not enter Go.
+		// A fresh open in the child works (cshim/README.md "fork()"): the
+		// child's copy of the Go part serves its own context and the
+		// parent's, which it adopted at child_alloc_pd.
 		errno = 0;
-		report("child_open_device", ibv_open_device(dev));
+		struct ibv_context *own = ibv_open_device(dev);
+		report("child_open_device", own);
+		if (own) {
+			struct ibv_pd *opd = ibv_alloc_pd(own);
+			report("child_own_alloc_pd", opd);
+			if (opd)
+				printf("child_own_dealloc_pd %d\n", ibv_dealloc_pd(opd));
+			errno = 0;
+			report("child_alloc_pd_again", ibv_alloc_pd(ctx));
+			printf("child_own_close %d\n", ibv_close_device(own));
+		}
+		fflush(stdout);
 		_exit(0);
 	}
 	int st = 0;

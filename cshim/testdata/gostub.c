@@ -343,3 +343,25 @@ int usb4goDeallocMW(uintptr_t mw)
 void usb4goWarm(void)
 {
 }
+
+void usb4goBeforeFork(void)
+{
+}
+
+// A context a fork() parent opened: the stub adopts it under a new name.
+int usb4goAdoptContext(char *ibdev_name, int cmd_fd, int async_fd, int kind, uint32_t driver_id, uint64_t node_guid,
+		       uint32_t num_comp_vectors, uint64_t core_support, uintptr_t *handle)
+{
+	(void)cmd_fd, (void)async_fd, (void)kind, (void)driver_id, (void)node_guid, (void)num_comp_vectors,
+		(void)core_support;
+	char *h = malloc(strlen(ibdev_name) + 16);
+	if (!h)
+		return ENOMEM;
+	sprintf(h, "%s/adopted", ibdev_name);
+	*handle = (uintptr_t)h;
+	return 0;
+}
+
+void usb4goAfterFork(void)
+{
+}

@@ -17,14 +17,15 @@ die() { log "FATAL: $*"; exit 1; }
 # build_programs DIR: the C programs into DIR/bin, plain and (concurrency) TSan.
 build_programs() {
   local dir=$1 p cflags=(-std=c11 -Wall -Wextra -Werror -O2 -g -pthread)
-  if [[ ! -e /usr/include/infiniband/verbs.h ]]; then
-    log "installing libibverbs-dev (host)"
-    apt-get install -y -q libibverbs-dev >&2 || die "libibverbs-dev is needed to build the programs"
+  if [[ ! -e /usr/include/infiniband/verbs.h || ! -e /usr/include/rdma/rdma_cma.h ]]; then
+    log "installing libibverbs-dev and librdmacm-dev (host)"
+    apt-get install -y -q libibverbs-dev librdmacm-dev >&2 || die "libibverbs-dev and librdmacm-dev are needed to build the programs"
   fi
   mkdir -p "$dir/bin"
-  for p in badinput churn concurrency fork faults; do
+  for p in badinput churn concurrency faults; do
     gcc "${cflags[@]}" -o "$dir/bin/$p" "$RELDIR/$p.c" -libverbs || die "gcc $p.c"
   done
+  gcc "${cflags[@]}" -o "$dir/bin/fork" "$RELDIR/fork.c" -libverbs -lrdmacm || die "gcc fork.c"
   gcc "${cflags[@]/-O2/-O1}" -fsanitize=thread -o "$dir/bin/concurrency.tsan" "$RELDIR/concurrency.c" -libverbs \
     || die "gcc -fsanitize=thread concurrency.c"
   install -m755 "$RELDIR/faults.sh" "$dir/faults.sh"
@@ -138,7 +139,7 @@ main() {
   REL_DOC=${REL_DOC:-$REPO/build/reliability/reliability.md}
   CHURN_CYCLES=${CHURN_CYCLES:-10000}
   [[ $CHURN_CYCLES =~ ^[1-9][0-9]*$ ]] || die "CHURN_CYCLES must be a positive number"
-  [[ -z ${REL_ONLY:-} || $REL_ONLY == badinput ]] || die "REL_ONLY: empty (everything) or badinput"
+  [[ -z ${REL_ONLY:-} || $REL_ONLY == badinput || $REL_ONLY == fork ]] || die "REL_ONLY: empty (everything), badinput or fork"
   OUT=$REPO/build/reliability
   mkdir -p "$OUT"
   if [[ ${REL_REPORT_ONLY:-0} == 1 ]]; then write_doc; return 0; fi

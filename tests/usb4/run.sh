@@ -29,7 +29,7 @@ mkdir -p "$VMCACHE" "$USB4CACHE"
 
 local diag_only=0
 [[ ${1:-} == --diag-only ]] && { diag_only=1; shift; }
-local trees=("$@") tree
+local trees=("$@") tree named=$# why
 ((${#trees[@]})) || read -ra trees <<<"${USB4_TEST_TREES:-$USB4_TEST_TREES_DEFAULT}"
 USB4_MODULE_SRC=$(usb4_module_src "$REPO")
 if [[ -z $USB4_MODULE_SRC || ! -d $USB4_MODULE_SRC ]]; then
@@ -81,6 +81,10 @@ for tree in "${trees[@]}"; do
       result FAIL "usb4/build/$tree" "${k#* }: $first"
       rc=1
     fi
+    continue
+  fi
+  if ((!named)) && why=$(usb4_tree_no_boot "$tree"); then
+    result SKIP "usb4/$tree" "$why"
     continue
   fi
   if ((!diag_only)); then

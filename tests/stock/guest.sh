@@ -123,9 +123,11 @@ wait_server() {
 # plain words (no quoting inside). CHECK is a function given the client log, which
 # prints a note and returns non-zero when the output does not show a completed run.
 pair() {
-  pair_args=$* # no argument has a space: kept for the usb4 rerun below
   name=$1 lport=$2 check=$3
   shift 3
+  # Kept for the usb4 rerun below: the commands (no argument has a space) apart from
+  # PORT, which is empty for rping and would vanish when split.
+  pair_name=$name pair_lport=$lport pair_check=$check pair_cmds=$*
   srv='' cli='' side=srv
   for w in "$@"; do
     if [ "$w" = -- ]; then side=cli; continue; fi
@@ -185,8 +187,8 @@ pair() {
       echo "    rerun of $name: $why${err:+: $err}"
       show_tail client "$d/client.log"
       RERUN_WHY="$why${err:+: $err}"
-      # shellcheck disable=SC2086 # pair_args is split on purpose
-      pair $pair_args
+      # shellcheck disable=SC2086 # pair_cmds is split on purpose
+      pair "$pair_name" "$pair_lport" "$pair_check" $pair_cmds
       RERUN_WHY=
       return
     fi

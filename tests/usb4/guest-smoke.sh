@@ -11,6 +11,27 @@ failed=0
 pass() { echo "--- PASS: usb4/$tree/$1"; }
 fail() { echo "--- FAIL: usb4/$tree/$1 ($2)"; failed=1; }
 
+# listening PORT: something listens on TCP PORT (IPv4 or IPv6).
+listening() {
+  hex=$(printf ':%04X' "$1")
+  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null \
+    | awk -v p="$hex" 'substr($2, length($2) - 4) == p && $4 == "0A" { f = 1 } END { exit !f }'
+}
+
+# wait_listen PID PORT: until the server PID listens on TCP PORT, at most 30 s; 1 if it
+# exited first or never listened. A fixed `sleep 1` lost the race on a loaded host: the
+# client found nothing on the port and the server then waited out its timeout.
+wait_listen() {
+  n=0
+  while [ $n -lt 300 ]; do
+    listening "$2" && return 0
+    kill -0 "$1" 2>/dev/null || return 1
+    usleep 100000
+    n=$((n + 1))
+  done
+  return 1
+}
+
 # sysfs_guid DEV: the node GUID as ibv_devices prints it (hex digits, no colons).
 sysfs_guid() { tr -d ':\n' < "/sys/class/infiniband/$1/node_guid"; }
 
@@ -42,7 +63,7 @@ iters=${USB4_PINGPONG_ITERS:-200}
 log=/tmp/rc_pingpong.server
 taskset 1 timeout 120 ibv_rc_pingpong -d "$USB4VERBS_DEV0" -g "$USB4VERBS_GID0" -n "$iters" > "$log" 2>&1 &
 spid=$!
-sleep 1
+wait_listen "$spid" 18515  # ibv_rc_pingpong's default port
 cout=$(taskset 2 timeout 100 ibv_rc_pingpong -d "$USB4VERBS_DEV1" -g "$USB4VERBS_GID1" -n "$iters" 127.0.0.1 2>&1); crc=$?
 i=0
 while kill -0 "$spid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
@@ -67,7 +88,7 @@ if $RDMA dev set "$USB4VERBS_DEV0" name "$new" 2>/tmp/rename.err; then
   if [ -z "$why" ]; then
     taskset 1 timeout 60 ibv_rc_pingpong -d "$new" -g "$USB4VERBS_GID0" -n 20 > /tmp/rename.server 2>&1 &
     spid=$!
-    sleep 1
+    wait_listen "$spid" 18515
     cout=$(taskset 2 timeout 50 ibv_rc_pingpong -d "$USB4VERBS_DEV1" -g "$USB4VERBS_GID1" -n 20 127.0.0.1 2>&1); crc=$?
     wait "$spid"; src=$?
     [ $crc = 0 ] && [ $src = 0 ] || why="ibv_rc_pingpong on $new: client exit $crc, server exit $src: $(echo "$cout" | tail -n 2)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/usb4/run.sh [TREE...]: the `make test` stage "usb4 bed": builds tbloop and each
-# module tree (default: every tree in lib/trees.sh) against its kernel, then boots the VM
+# module tree (default: USB4_TEST_TREES, else lib/trees.sh USB4_TEST_TREES_DEFAULT) against its kernel, then boots the VM
 # once per tree that built (USB4_TREE=<tree> tests/vm/run.sh) and runs there the
 # real-kernel Go tests of the data path (provider/dataplane's TestVM*, built here into
 # build/usb4/bin) and tests/usb4/guest-smoke.sh: ibv_devices, ibv_devinfo -v and
@@ -8,7 +8,8 @@
 # MODE=usb4), whose table per tree goes to build/usb4/stock-tools-usb4.md (`make docs`:
 # docs/). Go-test-style lines usb4/build/<tree>, usb4/<tree>/..., usb4/<tree>/stock/...,
 # the Go tests' own; SKIP lines when USB4_MODULE_SRC is absent, or for a tree recorded
-# as not building. USB4_GO_TESTS=0 leaves the Go tests out.
+# as not building. USB4_GO_TESTS=0 leaves the Go tests out; USB4_VM_TEST_RUN (default
+# ^TestVM) narrows them.
 set -uo pipefail
 
 main() {
@@ -89,7 +90,7 @@ for tree in "${trees[@]}"; do
     USB4_TREE=$tree USB4_TBLOOP_SRC=$tbloop \
       VM_EXTRA_DEBS="ibverbs-utils perftest rdmacm-utils${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
       VM_FILES="$STOCK_FILES" VM_GUEST_SCRIPT="$USB4DIR/guest-smoke.sh" VM_TIMEOUT=${VM_TIMEOUT:-1500} \
-      VM_TEST_RUN='^TestVM' "$VMDIR/run.sh" "${bins[@]}" | tee "$STOCK_OUT.tmp" || rc=1
+      VM_TEST_RUN="${USB4_VM_TEST_RUN:-^TestVM}" "$VMDIR/run.sh" "${bins[@]}" | tee "$STOCK_OUT.tmp" || rc=1
     usb4_stock_keep "$tree" "${k#* }" $((SECONDS - t0))
   fi
   # One more boot for ibvinfo and the faults (guest-diag.sh) on USB4_DIAG_TREES.

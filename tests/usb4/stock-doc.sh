@@ -7,6 +7,10 @@
 # docs/stock-tools-usb4.md has), and so does the hand-written part below NOTES_MARK. tests/usb4/run.sh writes build/usb4/stock-tools-usb4.md;
 # `make docs` (scripts/docs.sh) writes docs/stock-tools-usb4.md.
 set -euo pipefail
+# USB4_TREES, the order of the sections. Sourced here, not in main: main's RETURN trap
+# would fire at the end of the sourced file and remove the sections' directory.
+# shellcheck source=/dev/null
+. "$(dirname "${BASH_SOURCE[0]}")/lib/trees.sh"
 
 main() {
   local doc=${1:?usage: tests/usb4/stock-doc.sh DOC}
@@ -27,8 +31,6 @@ main() {
     section "$t" "$f" > "$secdir/$t.md"
   done
   # The trees in the order tests/usb4/lib/trees.sh builds them, then any other.
-  # shellcheck source=/dev/null
-  . "$here/lib/trees.sh"
   for t in $USB4_TREES; do [[ -f $secdir/$t.md ]] && order+=("$t"); done
   for f in "$secdir"/*.md; do
     [[ -f $f ]] || continue

@@ -82,11 +82,19 @@ usb4_tree_glue() {
 # pleite-main has no such refusal (and no such parameter); it is built with its
 # dma-buf MR op (usb4_tree_make_vars) and loaded with it on: gpu_direct=on
 # (pleite-main:kernel/main.c, "auto, on, off"; ibdev_mr.c refuses every dma-buf
-# registration while it is off).
+# registration while it is off). It also rejects every native peer without a PSK
+# entry ("native peer authentication requires peer_auth_acl entries",
+# pleite-main:kernel/main.c; "peer rejected by auth ACL", pleite-main:kernel/peer.c,
+# -EACCES at the service's probe): peer_auth_acl=<uuid>=<32 hex PSK>,... names both of
+# tbloop's hosts (their fixed UUIDs, tbloop/main.c tbl_host_uuid) with one test PSK,
+# as the tree's packaging/modprobe.d example does for two cabled hosts.
+USB4_TBLOOP_UUID0=74626c6f-6f70-4000-8000-74626c6f6f70
+USB4_TBLOOP_UUID1=74626c6f-6f70-4001-8000-74626c6f6f71
+USB4_TEST_PSK=7573623476657262732d62656421a5a5
 usb4_tree_tbv_params() {
   case $1 in
     pleite-gda | pleite-gda-8099446) printf '%s\n' "allow_source_blind_native=1" ;;
-    pleite-main) printf '%s\n' "gpu_direct=on" ;;
+    pleite-main) printf '%s\n' "gpu_direct=on peer_auth_acl=$USB4_TBLOOP_UUID0=$USB4_TEST_PSK,$USB4_TBLOOP_UUID1=$USB4_TEST_PSK" ;;
   esac
 }
 

@@ -881,6 +881,7 @@ enum { CAP_N = 16 };
 static int cq_capacity(struct dev *dv, char *note, size_t notelen, int stall_s, int overflow)
 {
 	int bad = 1, n = 0, more = -1;
+	struct ibv_mr *mr = NULL;
 	struct ibv_cq *cqa = ibv_create_cq(dv[0].ctx, 4 * CAP_N, NULL, NULL, 0);
 	struct ibv_cq *cqb = cqa ? ibv_create_cq(dv[1].ctx, CAP_N, NULL, NULL, 0) : NULL;
 	struct ibv_qp *a = cqb ? mkqp(&dv[0], cqa, 4 * CAP_N, 0) : NULL;
@@ -902,6 +903,14 @@ static int cq_capacity(struct dev *dv, char *note, size_t notelen, int stall_s, 
 		snprintf(note, notelen, "connect: %s", ename(rc));
 		goto out;
 	}
+	// A registered target, though no byte moves: pleite-gda-8099446 checks the
+	// rkey of a 0-byte write with immediate (seen: GENERAL_ERR with rkey 0).
+	static uint64_t target[8];
+	mr = ibv_reg_mr(dv[1].pd, target, sizeof(target), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!mr) {
+		snprintf(note, notelen, "reg_mr: %s", ename(errno));
+		goto out;
+	}
 	int cap = cqb->cqe > 0 ? cqb->cqe : CAP_N;
 	if (cap > 4 * CAP_N - 1)
 		cap = 4 * CAP_N - 1;
@@ -918,7 +927,8 @@ static int cq_capacity(struct dev *dv, char *note, size_t notelen, int stall_s, 
 		struct ibv_send_wr w = {.wr_id = (uint64_t)k, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
 					.imm_data = htobe32((uint32_t)k)},
 				   *sbad;
-		w.wr.rdma.rkey = 0; // 0 bytes: no MR is read or written
+		w.wr.rdma.rkey = mr->rkey;
+		w.wr.rdma.remote_addr = (uint64_t)(uintptr_t)target;
 		if ((rc = ibv_post_send(a, &w, &sbad))) {
 			snprintf(note, notelen, "post_send %d: %s", k, ename(rc));
 			goto out;
@@ -954,6 +964,8 @@ static int cq_capacity(struct dev *dv, char *note, size_t notelen, int stall_s, 
 			break;
 		struct ibv_send_wr w = {.wr_id = (uint64_t)k, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .send_flags = IBV_SEND_SIGNALED},
 				   *sbad;
+		w.wr.rdma.rkey = mr->rkey;
+		w.wr.rdma.remote_addr = (uint64_t)(uintptr_t)target;
 		if (ibv_post_send(a, &w, &sbad))
 			break;
 	}
@@ -975,6 +987,8 @@ static int cq_capacity(struct dev *dv, char *note, size_t notelen, int stall_s, 
 out:
 	if (b)
 		ibv_destroy_qp(b);
+	if (mr)
+		ibv_dereg_mr(mr);
 	if (a)
 		ibv_destroy_qp(a);
 	if (cqb)

@@ -47,7 +47,11 @@
 
 #include "shim.h"
 
-static _Thread_local bool in_go;
+// initial-exec: the general-dynamic model would call __tls_get_addr and add
+// ld-linux-x86-64.so.2 to the front's NEEDED (packaging allows libc only);
+// one byte of glibc's static TLS surplus, which exists for such dlopened
+// objects.
+static _Thread_local bool in_go __attribute__((tls_model("initial-exec")));
 static atomic_bool refused_logged;
 static atomic_uint onstack_logged; // bit per entry of onstack_sigs
 

@@ -77,7 +77,9 @@ static struct go_image {
 // Whether this thread took the runtime's thread-creation lock in the atfork
 // prepare handler (the parent handler gives it back only then: the load may
 // complete on another thread in between).
-static _Thread_local bool fork_held;
+// initial-exec as gogate.c's in_go, which also keeps a fork() child's write
+// off glibc's TLS lock.
+static _Thread_local bool fork_held __attribute__((tls_model("initial-exec")));
 
 struct go_entry {
 	const char *name;

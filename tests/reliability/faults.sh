@@ -41,6 +41,15 @@ grep -q '^--- ' $W/enomem.log || result FAIL enomem_process "no result lines, ex
 
 # 2. Port down/up and link delete under load.
 command -v ib_write_bw > /dev/null || { result SKIP link_delete "ib_write_bw not in the image"; exit $FAILED; }
+# The waiters first, each ready before the perftest pair starts: six programs starting
+# at once on the VM's two CPUs made the client miss its start before vethA went down.
+for k in async epoll cqevent; do
+  ( timeout 120 "$BIN/faults" waiter $k > $W/waiter-$k.log 2>&1; echo $? > $W/waiter-$k.rc ) &
+  n=0
+  until grep -q "waiter $k ready" $W/waiter-$k.log 2> /dev/null || [ -s $W/waiter-$k.rc ]; do
+    n=$((n + 1)); [ $n -ge 300 ] && break; sleep 0.1
+  done
+done
 ( timeout 90 taskset 1 ib_write_bw -d "$DEV0" -x "$GID0" -F -D 20 > $W/srv.log 2>&1; echo $? > $W/srv.rc ) &
 n=0
 # perftest's port 18515 = 0x4853 in LISTEN (0A).
@@ -49,9 +58,6 @@ until grep -q ':4853 [0-9A-F:]* 0A' /proc/net/tcp /proc/net/tcp6 2> /dev/null; d
 done
 ( timeout 90 taskset 2 ib_write_bw -d "$DEV1" -x "$GID1" -F -D 20 "$IP0" > $W/cli.log 2>&1; echo $? > $W/cli.rc ) &
 ( FAULT_SECS=25 timeout 90 "$BIN/faults" watch > $W/watch.log 2>&1; echo $? > $W/watch.rc ) &
-for k in async epoll cqevent; do
-  ( timeout 90 "$BIN/faults" waiter $k > $W/waiter-$k.log 2>&1; echo $? > $W/waiter-$k.rc ) &
-done
 sleep 5
 echo "# faults: $NET0 down"
 $IP link set "$NET0" down

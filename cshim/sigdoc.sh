@@ -17,7 +17,7 @@ awk '
   function cell(s) { gsub(/\|/, "\\|", s); if (length(s) > 160) s = substr(s, 1, 157) "..."; return s }
   /^# sig-host: / || /^# sig: / { for (i = 3; i <= NF; i++) { split($i, kv, "="); meta[kv[1]] = kv[2] } }
   /^    cmd: / { s = $0; sub(/^    cmd: /, "", s); pending = s }
-  /^    note: (librxe|ours): / || /^    note: hazard / { s = $0; sub(/^    note: ((librxe|ours): *)?/, "", s); fig = s }
+  /^    note: (librxe|ours): *(bw|latency|msg_rate) += / || /^    note: hazard / { s = $0; sub(/^    note: ((librxe|ours): *)?/, "", s); fig = s }
   /^outcome (librxe|ours) / {
     prov = $2; name = $3; sub(/:$/, "", name); s = $0; sub(/^outcome [^ ]+ [^ ]+: /, "", s)
     if (!(name in seen)) { seen[name] = 1; order[++n] = name; cmd[name] = pending }

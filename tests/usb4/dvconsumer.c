@@ -562,16 +562,16 @@ static const char *expect_cqe(struct env *e, uint64_t wr_id, char *msg, size_t m
 
 // Three times the SQ's depth of signaled WRITEs, each to its own 256-byte slot,
 // one outstanding at a time: the ring wraps (slot = index % depth, heads and
-// tails packed with the generation), every CQE in order. Every remote offset
-// here stays below 64 KiB: pleite-gda eca80ec retransmitted DV WRITEs into the
-// peer's MR at offset 65536 and beyond unacknowledged until they failed
-// (GENERAL_ERR, QP in error), through our provider and the C provider alike;
-// 8099446 wrote them (tests/usb4/README.md).
+// tails packed with the generation), every CQE in order. Every offset here
+// stays below 64 KiB: pleite-gda eca80ec retransmitted DV WRITEs from our MR
+// at offset 65536 unacknowledged until they failed (GENERAL_ERR, QP in
+// error), through our provider and the C provider alike; 8099446 wrote them
+// (tests/usb4/README.md).
 static void case_ring_wraps(struct env *e)
 {
 	char msg[384];
 	enum { N = 3 * SQ_ENTRIES, SZ = 256 };
-	const size_t loc = 65536, rem = 24576;
+	const size_t loc = 12288, rem = 24576;
 	const char *err = NULL;
 	uint64_t want[N];
 	int head = 0, nwant = 0;
@@ -608,7 +608,7 @@ static void case_unsignaled(struct env *e)
 {
 	char msg[384];
 	enum { N = 4, SZ = 512 };
-	const size_t loc = 81920, rem = 32768;
+	const size_t loc = 18432, rem = 32768;
 	const char *err = NULL;
 	uint64_t last = 0;
 	fill(e->a.buf + loc, N * SZ, 19 + e->use_kick);

@@ -562,11 +562,7 @@ static const char *expect_cqe(struct env *e, uint64_t wr_id, char *msg, size_t m
 
 // Three times the SQ's depth of signaled WRITEs, each to its own 256-byte slot,
 // one outstanding at a time: the ring wraps (slot = index % depth, heads and
-// tails packed with the generation), every CQE in order. Every offset here
-// stays below 64 KiB: pleite-gda eca80ec retransmitted DV WRITEs from our MR
-// at offset 65536 unacknowledged until they failed (GENERAL_ERR, QP in
-// error), through our provider and the C provider alike; 8099446 wrote them
-// (tests/usb4/README.md).
+// tails packed with the generation), every CQE in order.
 static void case_ring_wraps(struct env *e)
 {
 	char msg[384];

@@ -107,6 +107,13 @@ func TestDeviceRemovedUnderOpenContext(t *testing.T) {
 	}
 	listed.Store(false)
 	waitFor(t, "removal", c.Removed)
+	// The gone mark comes first and the callback runs outside c.mu (issue
+	// 25's lock order), so Removed alone does not say the removal is over;
+	// its last step puts /dev/null at the command fd.
+	waitFor(t, "the command fd replaced", func() bool {
+		var st unix.Stat_t
+		return unix.Fstat(cmdW, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR
+	})
 
 	if n := callbacks.Load(); n != 1 {
 		t.Errorf("onRemoved ran %d times, want 1", n)

@@ -169,6 +169,18 @@ static int usb4_dealloc_pd(void *ibv_pd)
 	return 0;
 }
 
+// mr_filled writes what libibverbs reads of a verbs_mr we made (handle,
+// keys, and at ibv_dereg_mr mr_type and access) and returns it.
+static void *mr_filled(struct usb4_mr *mr, uint32_t handle, uint32_t lkey, uint32_t rkey, uint32_t type, int access)
+{
+	put_u32(mr->verbs_mr, IBV_MR_HANDLE, handle);
+	put_u32(mr->verbs_mr, IBV_MR_LKEY, lkey);
+	put_u32(mr->verbs_mr, IBV_MR_RKEY, rkey);
+	put_u32(mr->verbs_mr, VERBS_MR_TYPE, type);
+	put_u32(mr->verbs_mr, VERBS_MR_ACCESS, (uint32_t)access);
+	return mr;
+}
+
 // reg_mr(pd, addr, length, hca_va, access) returns the ibv_mr inside a
 // verbs_mr: libibverbs' ibv_dereg_mr reads mr_type and access from it.
 static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_va, int access)
@@ -191,12 +203,7 @@ static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_v
 		return NULL;
 	}
 	// context, pd, addr and length are set by libibverbs after we return.
-	put_u32(mr->verbs_mr, IBV_MR_HANDLE, handle);
-	put_u32(mr->verbs_mr, IBV_MR_LKEY, lkey);
-	put_u32(mr->verbs_mr, IBV_MR_RKEY, rkey);
-	put_u32(mr->verbs_mr, VERBS_MR_TYPE, 0);
-	put_u32(mr->verbs_mr, VERBS_MR_ACCESS, (uint32_t)access);
-	return mr;
+	return mr_filled(mr, handle, lkey, rkey, 0, access);
 }
 
 // reg_dmabuf_mr(pd, offset, length, iova, fd, access): an MR over a dma-buf
@@ -235,12 +242,7 @@ static void *usb4_reg_dmabuf_mr(void *ibv_pd, uint64_t offset, size_t length, ui
 	memcpy(mr->verbs_mr + IBV_MR_PD, &pd, sizeof(void *));
 	memcpy(mr->verbs_mr + IBV_MR_ADDR, &addr, sizeof(addr));
 	memcpy(mr->verbs_mr + IBV_MR_LENGTH, &length, sizeof(length));
-	put_u32(mr->verbs_mr, IBV_MR_HANDLE, handle);
-	put_u32(mr->verbs_mr, IBV_MR_LKEY, lkey);
-	put_u32(mr->verbs_mr, IBV_MR_RKEY, rkey);
-	put_u32(mr->verbs_mr, VERBS_MR_TYPE, VERBS_MR_TYPE_DMABUF);
-	put_u32(mr->verbs_mr, VERBS_MR_ACCESS, (uint32_t)access);
-	return mr;
+	return mr_filled(mr, handle, lkey, rkey, VERBS_MR_TYPE_DMABUF, access);
 }
 
 static int usb4_dereg_mr(void *verbs_mr)

@@ -71,6 +71,21 @@ func startNetpoller() {
 	time.AfterFunc(time.Hour, func() {}).Stop()
 }
 
+// knownDevice is the device as libibverbs and match.c identified it; false
+// for a kind match.c never claims.
+func knownDevice(name *C.char, kind C.int, driverID C.uint32_t, nodeGUID C.uint64_t) (provider.KnownDevice, bool) {
+	dev := provider.KnownDevice{Name: C.GoString(name), NodeGUID: uint64(nodeGUID), DriverID: uint32(driverID)}
+	switch kind {
+	case C.USB4_KIND_RXE:
+		dev.Kind = provider.DriverRXE
+	case C.USB4_KIND_USB4:
+		dev.Kind = provider.DriverUSB4
+	default:
+		return dev, false
+	}
+	return dev, true
+}
+
 // usb4goOpenContext creates the kernel ucontext on libibverbs' command fd,
 // on the application's thread, for the device libibverbs and match.c
 // identified. The fd, and the async fd the context allocates, stay
@@ -82,13 +97,8 @@ func usb4goOpenContext(name *C.char, cmdFD C.int, kind C.int, driverID C.uint32_
 	defer contain("open_context", &rc)
 	forcedPanic("open_context")
 	netpollerOnce.Do(startNetpoller)
-	dev := provider.KnownDevice{Name: C.GoString(name), NodeGUID: uint64(nodeGUID), DriverID: uint32(driverID)}
-	switch kind {
-	case C.USB4_KIND_RXE:
-		dev.Kind = provider.DriverRXE
-	case C.USB4_KIND_USB4:
-		dev.Kind = provider.DriverUSB4
-	default:
+	dev, ok := knownDevice(name, kind, driverID, nodeGUID)
+	if !ok {
 		return C.int(unix.ENODEV) // match.c claims nothing else
 	}
 	// libibverbs resolved the device already: no second lookup per open.
@@ -114,13 +124,8 @@ func usb4goAdoptContext(name *C.char, cmdFD, asyncFD C.int, kind C.int, driverID
 	defer contain("adopt_context", &rc)
 	forcedPanic("adopt_context")
 	netpollerOnce.Do(startNetpoller)
-	dev := provider.KnownDevice{Name: C.GoString(name), NodeGUID: uint64(nodeGUID), DriverID: uint32(driverID)}
-	switch kind {
-	case C.USB4_KIND_RXE:
-		dev.Kind = provider.DriverRXE
-	case C.USB4_KIND_USB4:
-		dev.Kind = provider.DriverUSB4
-	default:
+	dev, ok := knownDevice(name, kind, driverID, nodeGUID)
+	if !ok {
 		return C.int(unix.ENODEV)
 	}
 	ctx, err := provider.AdoptFDKnown(dev, int(cmdFD), int(asyncFD), uint32(numCompVectors), uint64(coreSupport))

@@ -146,7 +146,7 @@ usb4_stock_files() {
     result FAIL "usb4/$1/nccl/build" "gcc tests/usb4/ncclpattern.c"
   install -m755 "$USB4DIR/guest-nccl.sh" "$STOCK_FILES/guest-nccl.sh"
   local ncases=${USB4_NCCL_CASES:-}
-  printf 'NCCL_MSGS=%s\nNCCL_BIG_MSGS=%s\nNCCL_CASES='"'"'%s'"'"'\n' "${USB4_NCCL_MSGS:-500}" "${USB4_NCCL_BIG_MSGS:-50}" \
+  printf 'NCCL_MSGS=%s\nNCCL_BIG_MSGS=%s\nNCCL_CASES='"'"'%s'"'"'\n' "${USB4_NCCL_MSGS:-200}" "${USB4_NCCL_BIG_MSGS:-20}" \
     "${ncases//\'/}" > "$STOCK_FILES/nccl.conf"
   [[ -n ${UPSTREAM_SO:-} ]] ||
     echo "usb4: the module's C provider is not in the $1 boot (build/usb4/upstream/build.err); NCCL's pattern runs through ours only" >&2

@@ -169,6 +169,20 @@ static int usb4_dealloc_pd(void *ibv_pd)
 	return 0;
 }
 
+// mr_alloc: a zeroed usb4_mr for a registration on ibv_pd, or NULL with
+// errno (ENOSYS on a context a fork() child cannot adopt, ENOMEM).
+static struct usb4_mr *mr_alloc(void *ibv_pd, const char *verb)
+{
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), verb)) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	struct usb4_mr *mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		errno = ENOMEM;
+	return mr;
+}
+
 // mr_filled writes what libibverbs reads of a verbs_mr we made (handle,
 // keys, and at ibv_dereg_mr mr_type and access) and returns it.
 static void *mr_filled(struct usb4_mr *mr, uint32_t handle, uint32_t lkey, uint32_t rkey, uint32_t type, int access)
@@ -186,16 +200,10 @@ static void *mr_filled(struct usb4_mr *mr, uint32_t handle, uint32_t lkey, uint3
 static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_va, int access)
 {
 	struct usb4_pd *pd = ibv_pd;
-	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "reg_mr")) {
-		errno = ENOSYS;
-		return NULL;
-	}
-	struct usb4_mr *mr = calloc(1, sizeof(*mr));
+	struct usb4_mr *mr = mr_alloc(ibv_pd, "reg_mr");
 	uint32_t handle, lkey, rkey;
-	if (!mr) {
-		errno = ENOMEM;
+	if (!mr)
 		return NULL;
-	}
 	int err = USB4_GO(RegMR, pd->go, (uintptr_t)addr, length, hca_va, (uint32_t)access, &mr->go, &handle, &lkey, &rkey);
 	if (err) {
 		free(mr);
@@ -216,16 +224,10 @@ static void *usb4_reg_mr(void *ibv_pd, void *addr, size_t length, uint64_t hca_v
 static void *usb4_reg_dmabuf_mr(void *ibv_pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access)
 {
 	struct usb4_pd *pd = ibv_pd;
-	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "reg_dmabuf_mr")) {
-		errno = ENOSYS;
-		return NULL;
-	}
-	struct usb4_mr *mr = calloc(1, sizeof(*mr));
+	struct usb4_mr *mr = mr_alloc(ibv_pd, "reg_dmabuf_mr");
 	uint32_t handle, lkey, rkey;
-	if (!mr) {
-		errno = ENOMEM;
+	if (!mr)
 		return NULL;
-	}
 	int err = USB4_GO(RegDmabufMR, pd->go, offset, length, iova, fd, (uint32_t)access, &mr->go, &handle, &lkey,
 			  &rkey);
 	if (err) {

@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proctask.h"
+
 struct ibv_device;
 struct ibv_context;
 struct ibv_device **ibv_get_device_list(int *num_devices);
@@ -36,18 +38,6 @@ struct ibv_context *ibv_open_device(struct ibv_device *device);
 int ibv_close_device(struct ibv_context *context);
 
 static struct ibv_device *dev;
-
-static int count_threads(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	int n = 0;
-	if (!d)
-		return -1;
-	for (struct dirent *e; (e = readdir(d));)
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
 
 // images: how many mappings of the Go part's text the process has (the file
 // and memfd copies: one r-xp line each).

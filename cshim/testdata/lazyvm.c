@@ -17,17 +17,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-static int count_threads(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	int n = 0;
-	if (!d)
-		return -1;
-	for (struct dirent *e; (e = readdir(d));)
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
+#include "proctask.h"
 
 // mapped: whether /proc/self/maps has a file whose name ends with suffix.
 static int mapped(const char *suffix)

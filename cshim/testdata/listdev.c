@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "proctask.h"
+
 struct ibv_device;
 struct ibv_context;
 struct ibv_device **ibv_get_device_list(int *num_devices);
@@ -26,18 +28,6 @@ static const char *provider_name(struct ibv_device *dev)
 {
 	const char *const *ops = *(const char *const *const *)((const char *)dev + 664);
 	return ops ? ops[0] : "?";
-}
-
-static int count_threads(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	int n = 0;
-	if (!d)
-		return -1;
-	for (struct dirent *e; (e = readdir(d));)
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
 }
 
 static int go_part_mapped(void)

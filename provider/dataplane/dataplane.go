@@ -450,7 +450,7 @@ type QPConfig struct {
 	QPNum      uint32
 	Type       uint32 // QPTypeRC, QPTypeUC, QPTypeUD
 	SqSigAll   bool
-	MaxSendWR  uint32 // granted; sizes a DV send queue
+	MaxSendWR  uint32 // granted: the most WRs a post takes; sizes a DV send queue
 	MaxSendSGE uint32
 	MaxRecvSGE uint32
 	MaxInline  uint32
@@ -494,6 +494,7 @@ func NewQP(cfg QPConfig) (*QP, error) {
 	if c == nil {
 		return nil, fmt.Errorf("create qp data path: %w", unix.ENOMEM)
 	}
+	c.max_send_wr = C.uint32_t(cfg.MaxSendWR)
 	if debug {
 		c.debug = 1
 	}

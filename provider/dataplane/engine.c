@@ -131,21 +131,29 @@ static int usb4_write_of_nothing(const struct usb4v_qp *qp, const struct usb4v_i
 typedef int (*usb4_post_fn)(struct usb4v_qp *, struct usb4v_ibv_send_wr *, struct usb4v_ibv_send_wr **);
 
 /* usb4_post_send: posts wr through post, without the WRs
- * usb4_write_of_nothing leaves out; bad_wr points into the caller's list. */
+ * usb4_write_of_nothing leaves out, and no more WRs than the send queue
+ * holds: past max_send_wr (counting the ones left out) it stops with
+ * ENOMEM, as a full ring answers, so a list the kernel would take without a
+ * bound, a cyclic one too, ends. bad_wr points into the caller's list. */
 static int usb4_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad_wr,
 			  usb4_post_fn post)
 {
+	uint32_t depth = qp->max_send_wr ? qp->max_send_wr : UINT32_MAX;
+	uint32_t taken = 0;
 	struct usb4v_ibv_send_wr *w = wr;
-	while (w && !usb4_write_of_nothing(qp, w))
+	while (w && taken < depth && !usb4_write_of_nothing(qp, w)) {
 		w = w->next;
+		taken++;
+	}
 	if (!w)
 		return post(qp, wr, bad_wr);
 	enum { RUN = 16 };
 	struct usb4v_ibv_send_wr run[RUN], *orig[RUN];
 	w = wr;
+	taken = 0;
 	while (w) {
 		int n = 0;
-		for (; w && n < RUN; w = w->next) {
+		for (; w && n < RUN && taken < depth; w = w->next, taken++) {
 			if (usb4_write_of_nothing(qp, w))
 				continue;
 			run[n] = *w;
@@ -154,14 +162,18 @@ static int usb4_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, str
 				run[n - 1].next = &run[n];
 			n++;
 		}
-		if (!n)
-			break;
-		run[n - 1].next = NULL;
-		struct usb4v_ibv_send_wr *b = NULL;
-		int rc = post(qp, run, &b);
-		if (rc) {
-			*bad_wr = b >= run && b < run + n ? orig[b - run] : orig[0];
-			return rc;
+		if (n) {
+			run[n - 1].next = NULL;
+			struct usb4v_ibv_send_wr *b = NULL;
+			int rc = post(qp, run, &b);
+			if (rc) {
+				*bad_wr = b >= run && b < run + n ? orig[b - run] : orig[0];
+				return rc;
+			}
+		}
+		if (w && taken == depth) {
+			*bad_wr = w;
+			return ENOMEM;
 		}
 	}
 	return 0;

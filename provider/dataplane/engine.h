@@ -330,6 +330,10 @@ struct usb4v_qp {
 	uint32_t qp_type;
 	int state; /* kept current by the control path */
 	int sq_sig_all;
+	/* Granted send queue depth: the most WRs one post_send takes (0: no
+	 * bound known). Kernel commands need it: hellas-main's post_send
+	 * takes WRs without a bound (kernel/ibdev.c tbv_post_send_one). */
+	uint32_t max_send_wr;
 	uint32_t max_send_sge, max_recv_sge, max_inline;
 	pthread_spinlock_t sq_lock;
 	pthread_spinlock_t rq_lock;

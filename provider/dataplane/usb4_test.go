@@ -567,7 +567,7 @@ func TestUSB4DVAttachNeedsCaps(t *testing.T) {
 // orphaned). Send completions come out in posting order for any number.
 func TestUSB4SendCompletionsInPostingOrder(t *testing.T) {
 	e := newUSB4Env(t, "dv", 512)
-	qp, hqp, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 2})
+	qp, hqp, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 2, MaxSendWR: 256})
 	defer qp.Close()
 	e.d.Connect(hqp, hqp) // loopback: writes land in the same buffer
 	const n = 200
@@ -816,6 +816,40 @@ func TestUSB4DVQueueFullIsENOMEM(t *testing.T) {
 			t.Fatalf("completion %d: %+v", i, c)
 		}
 	}
+}
+
+// A list longer than the send queue fails with ENOMEM at the first WR past
+// max_send_wr on every backend, as a full ring answers. hellas-main's
+// post_send takes WRs without a bound (kernel/ibdev.c tbv_post_send_one
+// allocates each), as the double does, so through kernel commands the
+// provider is what stops a list, and a cyclic one (tests/reliability
+// badinput post_send_cycle) looped forever without that stop.
+func TestUSB4ListLongerThanSQIsENOMEM(t *testing.T) {
+	forEachUSB4(t, func(t *testing.T, e *usb4Env) {
+		wrs := make([]SendWR, 65)
+		for i := range wrs {
+			wrs[i] = SendWR{WrID: uint64(i), Opcode: WRRDMAWrite, Flags: SendSignaled,
+				SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}
+		}
+		// A 0-byte unsignaled write (usb4_write_of_nothing, never sent)
+		// still takes its place in the list.
+		wrs[3] = SendWR{WrID: 3, Opcode: WRRDMAWrite, RemoteAddr: addr(e.bufB), RKey: e.rkeyB}
+		err := e.qpA.PostSend(wrs)
+		var pe *PostError
+		if !errors.As(err, &pe) || pe.Index != 64 || !errors.Is(err, unix.ENOMEM) {
+			t.Fatalf("65 WRs on a 64-deep send queue: %v", err)
+		}
+		for i, c := range pollN(t, e.cqA, 63) {
+			want := uint64(i)
+			if i >= 3 {
+				want++ // WR 3 completes nothing
+			}
+			if c.WrID != want || c.Status != WCSuccess {
+				t.Fatalf("completion %d: %+v, want wr_id %d", i, c, want)
+			}
+		}
+		expectEmpty(t, e.cqA)
+	})
 }
 
 // pleite-gda's kernel writes DV send CQEs into the user ring and raises no

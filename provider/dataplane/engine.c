@@ -179,6 +179,41 @@ static int usb4_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, str
 	return 0;
 }
 
+static void kwork_add(struct usb4v_cq *cq, uint32_t n)
+{
+	if (cq && n)
+		__atomic_add_fetch(&cq->kwork, n, __ATOMIC_RELEASE);
+}
+
+/* kwork_sub: n completions polled from the kernel; more than were counted
+ * (one the provider did not expect) leaves 0. */
+static void kwork_sub(struct usb4v_cq *cq, uint32_t n)
+{
+	uint32_t old = __atomic_load_n(&cq->kwork, __ATOMIC_ACQUIRE);
+	while (!__atomic_compare_exchange_n(&cq->kwork, &old, old > n ? old - n : 0, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE))
+		;
+}
+
+/* The signaled WRs of wr's list before stop (NULL: the whole list), which
+ * the kernel took: each gets a CQE. */
+static uint32_t signaled_before(const struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr,
+				const struct usb4v_ibv_send_wr *stop)
+{
+	uint32_t n = 0;
+	for (; wr && wr != stop; wr = wr->next)
+		n += qp->sq_sig_all || (wr->send_flags & USB4V_SEND_SIGNALED);
+	return n;
+}
+
+static uint32_t recvs_before(const struct usb4v_ibv_recv_wr *wr, const struct usb4v_ibv_recv_wr *stop)
+{
+	uint32_t n = 0;
+	for (; wr && wr != stop; wr = wr->next)
+		n++;
+	return n;
+}
+
 int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 		    struct usb4v_ibv_send_wr **bad_wr)
 {
@@ -191,6 +226,7 @@ int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 		*bad_wr = wr;
 		return EIO;
 	}
+	int rc;
 	switch (__atomic_load_n(&qp->send_backend, __ATOMIC_ACQUIRE)) {
 	case USB4V_BACKEND_RXE:
 		return usb4v_rxe_post_send(qp, wr, bad_wr);
@@ -202,7 +238,9 @@ int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 			if (__atomic_load_n(&qp->send_backend, __ATOMIC_ACQUIRE) == USB4V_BACKEND_DV)
 				return usb4_post_send(qp, wr, bad_wr, usb4v_dv_post_send);
 		}
-		return usb4_post_send(qp, wr, bad_wr, usb4v_kcmd_post_send);
+		rc = usb4_post_send(qp, wr, bad_wr, usb4v_kcmd_post_send);
+		kwork_add(qp->send_cq, signaled_before(qp, wr, rc ? *bad_wr : NULL));
+		return rc;
 	case USB4V_BACKEND_DV:
 		return usb4_post_send(qp, wr, bad_wr, usb4v_dv_post_send);
 	default:
@@ -224,8 +262,11 @@ int usb4v_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 	if (__builtin_expect(__atomic_load_n(&qp->dv_pending, __ATOMIC_ACQUIRE), 0))
 		usb4v_dv_attach_pending(qp); /* as usb4v_post_send */
 	switch (__atomic_load_n(&qp->send_backend, __ATOMIC_ACQUIRE)) {
-	case USB4V_BACKEND_KCMD:
-		return usb4v_kcmd_post_send_whole(qp, wr, bad_wr);
+	case USB4V_BACKEND_KCMD: {
+		int rc = usb4v_kcmd_post_send_whole(qp, wr, bad_wr);
+		kwork_add(qp->send_cq, signaled_before(qp, wr, rc ? *bad_wr : NULL));
+		return rc;
+	}
 	case USB4V_BACKEND_DV:
 		return usb4v_dv_post_send_whole(qp, wr, bad_wr);
 	default:
@@ -261,8 +302,10 @@ int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
 		pthread_spin_unlock(&qp->rq_lock);
 		return rc;
 	case USB4V_BACKEND_KCMD:
-		return usb4v_kcmd_post_recv(qp->sys, qp->cmd_fd, USB4V_IB_USER_VERBS_CMD_POST_RECV,
-					    qp->handle, wr, bad_wr);
+		rc = usb4v_kcmd_post_recv(qp->sys, qp->cmd_fd, USB4V_IB_USER_VERBS_CMD_POST_RECV, qp->handle, wr,
+					  bad_wr);
+		kwork_add(qp->recv_cq, recvs_before(wr, rc ? *bad_wr : NULL));
+		return rc;
 	default:
 		*bad_wr = wr;
 		return EINVAL;
@@ -338,15 +381,22 @@ int usb4v_poll_cq_kcmd_held(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc
 	pthread_spin_lock(&cq->lock);
 	int n = __atomic_load_n(&cq->error, __ATOMIC_RELAXED);
 	/* DV QPs feed this CQ: their send completions come from their DV CQs,
-	 * everything else (receives, other QPs) from the backend. */
-	if (n == 0 && cq->dv_qps)
+	 * everything else (receives, other QPs) from the backend, asked only
+	 * while it may have some (usb4v_cq.kwork). */
+	int ask = 1;
+	if (n == 0 && cq->dv_qps) {
 		n = usb4v_dv_poll_merge(cq, ne, wc);
+		ask = cq->kwork_always || __atomic_load_n(&cq->kwork, __ATOMIC_ACQUIRE) || ++cq->kskip % 256 == 0;
+	}
 	pthread_spin_unlock(&cq->lock);
 	/* The POLL_CQ write() runs without the spinlock: other pollers wait
 	 * on poll_mu, and it uses nothing else the spinlock guards. */
 	int m = 0;
-	if (n >= 0 && n < ne)
+	if (n >= 0 && n < ne && ask) {
 		m = usb4v_kcmd_poll_cq(cq, ne - n, wc + n);
+		if (m > 0)
+			kwork_sub(cq, (uint32_t)m);
+	}
 	if (n < 0)
 		return s ? s : n;
 	if (m < 0)
@@ -675,6 +725,8 @@ struct usb4v_qp *usb4v_qp_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t 
 	qp->srq = srq;
 	qp->send_backend = USB4V_BACKEND_KCMD;
 	qp->recv_backend = USB4V_BACKEND_KCMD;
+	if (srq && recv_cq)
+		__atomic_store_n(&recv_cq->kwork_always, 1, __ATOMIC_RELAXED);
 	return qp;
 }
 

@@ -287,6 +287,19 @@ struct usb4v_cq {
 		size_t map_len;
 	} shm;
 	struct usb4v_qp *dv_qps; /* DV QPs whose send CQ this is (list via dv_next) */
+	/* Kernel-path completions this CQ may still get: signaled sends and
+	 * receives posted through kernel commands, less those polled (atomic).
+	 * A kernel-command CQ that DV QPs feed asks the kernel only while it is
+	 * not 0 (usb4v_poll_cq_kcmd_held), or kwork_always is set (an SRQ's
+	 * receives land in any of its QPs' CQs), or every 256th poll that
+	 * skipped it (kskip, under poll_mu): a completion we did not count is
+	 * late, never lost. The pleite trees write no CQE for an unsignaled
+	 * kernel-path send, failed or not (pleite-gda:kernel/ibdev.c
+	 * tbv_send_complete, tbv_read_complete), and a DV QP's own
+	 * completions, errors and flushes included, go to its DV CQ. */
+	uint32_t kwork;
+	int kwork_always;
+	uint32_t kskip;
 	/* kernel-command poll scratch */
 	uint8_t *pollbuf;
 	size_t pollbuf_len;

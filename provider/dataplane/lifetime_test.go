@@ -184,6 +184,11 @@ func TestKernelCommandPollersSleep(t *testing.T) {
 // which unlinks it under that lock, completes while a poll sits in the kernel.
 func TestKernelCommandPollWithDVQPsFreesTheSpinlock(t *testing.T) {
 	e := newUSB4Env(t, "kcmd+dv", 64)
+	// A receive through the kernel: the CQ then has kernel work, and its
+	// poll asks the kernel (usb4v_cq.kwork).
+	if err := e.qpA.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeA(0, 8)}}}); err != nil {
+		t.Fatal(err)
+	}
 	e.d.SetPollDelay(400_000)
 	polled := make(chan error, 1)
 	go func() {

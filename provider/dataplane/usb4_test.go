@@ -1044,6 +1044,58 @@ func TestUSB4DVKicksEveryBatchWithoutAPoller(t *testing.T) {
 	}
 }
 
+// issue 23: a CQ fed by DV QPs on a kernel-command CQ (pleite-gda's shape)
+// asks the kernel only while kernel-path completions may come: a stream of
+// DV writes polled 16 at a time paid a POLL_CQ write() for every poll the DV
+// CQ could not fill (~1.3 system calls a streamed message on the bed), though
+// the kernel had nothing for the CQ. Receives posted through the kernel on a
+// QP of the same CQ are still found.
+func TestUSB4DVCQAsksTheKernelOnlyForKernelWork(t *testing.T) {
+	e := newUSB4Env(t, "kcmd+dv", 256)
+	const n = 200
+	writes := e.d.Writes()
+	polls, got := 0, 0
+	wc := make([]WC, 16)
+	for posted := 0; got < n; {
+		if posted < n && posted-got < 48 {
+			var wrs []SendWR
+			for i := 0; i < 8; i++ {
+				wrs = append(wrs, SendWR{WrID: uint64(posted + i), Opcode: WRRDMAWrite, Flags: SendSignaled,
+					SGEs: []SGE{e.sgeA(0, 8)}, RemoteAddr: addr(e.bufB), RKey: e.rkeyB})
+			}
+			if err := e.qpA.PostSend(wrs); err != nil {
+				t.Fatal(err)
+			}
+			posted += 8
+		}
+		k, err := e.cqA.Poll(wc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range wc[:k] {
+			if c.WrID != uint64(got) || c.Status != WCSuccess {
+				t.Fatalf("completion %d: %+v", got, c)
+			}
+			got++
+		}
+		polls++
+	}
+	if w := e.d.Writes() - writes; w > uint64(polls/256+1) {
+		t.Fatalf("%d POLL_CQ write()s for %d polls of %d DV completions; the kernel had none for this CQ", w, polls, n)
+	}
+	// Kernel-path work on the same CQ: a receive on qpA, a SEND from qpB.
+	if err := e.qpA.PostRecv([]RecvWR{{WrID: 900, SGEs: []SGE{e.sgeA(4096, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.qpB.PostSend([]SendWR{{WrID: 901, Opcode: WRSend, Flags: SendSignaled, SGEs: []SGE{e.sgeB(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := pollN(t, e.cqA, 1)[0]; r.WrID != 900 || r.Status != WCSuccess || r.Opcode != WCRecv {
+		t.Fatalf("receive completion %+v", r)
+	}
+	expectEmpty(t, e.cqA)
+}
+
 // issue 23: the provider's own DV queue waits for the QP's first post, so a
 // QP nobody posts on through the provider (a GPU producer's) never gets one.
 func TestUSB4DVDeferredToTheFirstPost(t *testing.T) {

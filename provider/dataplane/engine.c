@@ -239,7 +239,8 @@ int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 				return usb4_post_send(qp, wr, bad_wr, usb4v_dv_post_send);
 		}
 		rc = usb4_post_send(qp, wr, bad_wr, usb4v_kcmd_post_send);
-		kwork_add(qp->send_cq, signaled_before(qp, wr, rc ? *bad_wr : NULL));
+		if (!rc || *bad_wr) /* the list up to bad_wr is finite */
+			kwork_add(qp->send_cq, signaled_before(qp, wr, rc ? *bad_wr : NULL));
 		return rc;
 	case USB4V_BACKEND_DV:
 		return usb4_post_send(qp, wr, bad_wr, usb4v_dv_post_send);
@@ -264,7 +265,8 @@ int usb4v_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 	switch (__atomic_load_n(&qp->send_backend, __ATOMIC_ACQUIRE)) {
 	case USB4V_BACKEND_KCMD: {
 		int rc = usb4v_kcmd_post_send_whole(qp, wr, bad_wr);
-		kwork_add(qp->send_cq, signaled_before(qp, wr, rc ? *bad_wr : NULL));
+		if (!rc || *bad_wr) /* the kernel took the WRs before bad_wr */
+			kwork_add(qp->send_cq, signaled_before(qp, wr, rc ? *bad_wr : NULL));
 		return rc;
 	}
 	case USB4V_BACKEND_DV:
@@ -304,7 +306,8 @@ int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
 	case USB4V_BACKEND_KCMD:
 		rc = usb4v_kcmd_post_recv(qp->sys, qp->cmd_fd, USB4V_IB_USER_VERBS_CMD_POST_RECV, qp->handle, wr,
 					  bad_wr);
-		kwork_add(qp->recv_cq, recvs_before(wr, rc ? *bad_wr : NULL));
+		if (!rc || *bad_wr)
+			kwork_add(qp->recv_cq, recvs_before(wr, rc ? *bad_wr : NULL));
 		return rc;
 	default:
 		*bad_wr = wr;

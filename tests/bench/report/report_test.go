@@ -538,3 +538,22 @@ func TestUSB4Section(t *testing.T) {
 		t.Error("no usb4 plots")
 	}
 }
+
+// The DV trees' plan runs ours with its own DV send queues as side oursdv
+// (tests/bench/guest-usb4.sh); its samples were counted as unreadable lines,
+// so no oursdv row or target reached the document (2440 lines in the
+// pleite-gda-8099446 run of 2026-12-02).
+func TestOursDVSamplesParse(t *testing.T) {
+	in := "@@BENCH mode=usb4 side=oursdv tool=ib_write_lat size=2 qps=1 pl=1 rep=1 loaded=ours metric=t_typical_us value=12.5\n" +
+		"@@BENCH mode=usb4 side=up tool=ib_write_lat size=2 qps=1 pl=1 rep=1 loaded=up metric=t_typical_us value=10\n"
+	r, err := Parse(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Malformed) != 0 || len(r.Samples) != 2 {
+		t.Fatalf("%d samples, %d malformed (%v), want 2 and 0", len(r.Samples), len(r.Malformed), r.Malformed)
+	}
+	if rows := CompareSides(r, SideOursDV, SideUp); len(rows) != 1 || !near(rows[0].Ratio, 1.25) {
+		t.Fatalf("oursdv against upstream: %+v", rows)
+	}
+}

@@ -29,6 +29,11 @@ mkdir -p "$VMCACHE" "$USB4CACHE"
 
 local diag_only=0
 [[ ${1:-} == --diag-only ]] && { diag_only=1; shift; }
+# Run by hand, --diag-only would test whatever build/ holds (make test builds first): build.
+if ((diag_only)) && ! make -C "$REPO" --no-print-directory build >&2; then
+  for tree in "$@"; do result FAIL "usb4/$tree/diag" "make build failed"; done
+  return 1
+fi
 local trees=("$@") tree named=$# why
 ((${#trees[@]})) || read -ra trees <<<"${USB4_TEST_TREES:-$USB4_TEST_TREES_DEFAULT}"
 USB4_MODULE_SRC=$(usb4_module_src "$REPO")

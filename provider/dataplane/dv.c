@@ -542,8 +542,7 @@ static int dv_batch_fits(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, stru
 			return enc;
 		}
 		n++;
-		if (qp->sq_sig_all || (p->send_flags & USB4V_SEND_SIGNALED))
-			nsig++;
+		nsig += usb4v_wr_signaled(qp, p);
 	}
 	uint32_t used = (dv->sq_tail - dv_sq_head(dv)) & IDX_MASK;
 	if (used + n > dv->sq_entries && dv->kick == USB4V_DV_KICK_IDLE) {
@@ -587,7 +586,7 @@ static int dv_post(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb
 	/* Idle: nothing of ours waits in the kernel or for its CQE. */
 	int idle = dv_sq_head(dv) == dv->sq_tail && __atomic_load_n(&dv->signaled_inflight, __ATOMIC_ACQUIRE) == 0;
 	for (; wr; wr = wr->next) {
-		int signaled = qp->sq_sig_all || (wr->send_flags & USB4V_SEND_SIGNALED);
+		int signaled = usb4v_wr_signaled(qp, wr);
 		struct usb4v_usb4_rdma_dv_wqe wqe;
 		int enc = usb4v_dv_encode_wqe(wr, dv->caps, dv->gen, &wqe);
 		if (enc) {

@@ -202,7 +202,7 @@ static uint32_t signaled_before(const struct usb4v_qp *qp, const struct usb4v_ib
 {
 	uint32_t n = 0;
 	for (; wr && wr != stop; wr = wr->next)
-		n += qp->sq_sig_all || (wr->send_flags & USB4V_SEND_SIGNALED);
+		n += (uint32_t)usb4v_wr_signaled(qp, wr);
 	return n;
 }
 

@@ -369,6 +369,12 @@ struct usb4v_qp {
 };
 
 /* ---- data-path entry points ---- */
+/* Whether wr asks for a completion on qp (IBV_SEND_SIGNALED or sq_sig_all). */
+static inline int usb4v_wr_signaled(const struct usb4v_qp *qp, const struct usb4v_ibv_send_wr *wr)
+{
+	return qp->sq_sig_all || (wr->send_flags & USB4V_SEND_SIGNALED);
+}
+
 int usb4v_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr,
 		    struct usb4v_ibv_send_wr **bad_wr);
 /* post_send of a whole batch or nothing (ibv_wr_complete, wrex.c). */

@@ -31,7 +31,7 @@ local diag_only=0
 [[ ${1:-} == --diag-only ]] && { diag_only=1; shift; }
 # Run by hand, --diag-only would test whatever build/ holds (make test builds first): build.
 if ((diag_only)) && ! make -C "$REPO" --no-print-directory build >&2; then
-  for tree in "$@"; do result FAIL "usb4/$tree/diag" "make build failed"; done
+  for t in "$@"; do result FAIL "usb4/$t/diag" "make build failed"; done
   return 1
 fi
 local trees=("$@") tree named=$# why

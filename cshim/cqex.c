@@ -241,7 +241,10 @@ static int usb4_resize_cq(void *ibv_cq, int cqe)
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_cq), "resize_cq"))
 		return usb4_errno(ENOSYS);
 	uint32_t granted = 0;
-	int err = USB4_GO(ResizeCQ, cq->go, cqe, &granted);
+	int err = usb4_cq_adopt(ibv_cq);
+	if (err)
+		return usb4_errno(err);
+	err = USB4_GO(ResizeCQ, cq->go, cqe, &granted);
 	if (granted) // the kernel's size, even if our remap failed
 		memcpy(cq->verbs_cq + IBV_CQ_CQE_OFF, &granted, sizeof(granted));
 	return usb4_errno(err);

@@ -10,10 +10,12 @@
 // dead copy: the first control op on one in the child adopts it into the
 // child's Go part (the kernel ucontext on the shared command fd is the
 // parent's, which the kernel serves for the child as for rdma-core's
-// providers), so new objects on it work; the parent's objects keep handles
-// of the dead copy and their control ops get EBADF. Data-path ops never
-// enter Go and keep working on what is still mapped, as rdma-core's
-// providers do without ibv_fork_init.
+// providers), so new objects on it work; the parent's objects are adopted
+// the same way at their first control op (usb4_obj_adopt: a Go object of
+// the child's on the object's kernel handle), so the kernel answers for
+// them as it does for rdma-core's providers. Data-path ops never enter Go
+// and keep working on what is still mapped, as rdma-core's providers do
+// without ibv_fork_init.
 //
 // The first call into Go from a C thread that has never called Go costs
 // ~0.1-0.4 ms: the runtime hands the thread an "extra M" and creates the
@@ -69,6 +71,26 @@ bool usb4_in_fork_child(void *ibv_ctx, const char *verb)
 			"cannot take it over (%s): ENOSYS\n",
 			verb, strerror(err));
 	return true;
+}
+
+int usb4_obj_adopt(void *ibv_ctx, uintptr_t *go, unsigned *image, enum usb4_obj_kind kind,
+		   struct usb4_adopt_req *req)
+{
+	unsigned now = usb4_go_image();
+	if (__atomic_load_n(image, __ATOMIC_ACQUIRE) == now)
+		return 0;
+	pthread_mutex_lock(&adopt_lock);
+	int err = 0;
+	if (__atomic_load_n(image, __ATOMIC_ACQUIRE) != now && *go != 0) {
+		uintptr_t mine = 0;
+		err = USB4_GO(AdoptObject, usb4_ctx_handle(ibv_ctx), (int)kind, req, &mine);
+		if (!err) {
+			*go = mine;
+			__atomic_store_n(image, now, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&adopt_lock);
+	return err;
 }
 
 enum { PREWARM_THREADS = 2 };

@@ -59,6 +59,7 @@ enum {
 	// struct ibv_srq
 	IBV_SRQ_SIZE = 128,
 	IBV_SRQ_CONTEXT = 0,
+	IBV_SRQ_PD = 16,
 	IBV_SRQ_HANDLE = 24,
 	IBV_SRQ_MUTEX = 32,
 	IBV_SRQ_COND = 72,
@@ -76,6 +77,7 @@ struct usb4_qp {
 	uintptr_t go;
 	struct usb4v_qp *eng;
 	struct usb4_shell shell;
+	unsigned image; // usb4_go_image() of go's image (usb4_obj_adopt)
 };
 
 _Static_assert(offsetof(struct usb4_qp, eng) == USB4_QP_ENG_OFFSET, "qpex.c finds the engine QP there");
@@ -85,6 +87,7 @@ struct usb4_srq {
 	uintptr_t go;
 	struct usb4v_srq *eng;
 	struct usb4_shell shell;
+	unsigned image; // usb4_go_image() of go's image (usb4_obj_adopt)
 };
 
 // The engine casts ibv_ah * to struct usb4v_ah *, whose first member is the
@@ -92,6 +95,7 @@ struct usb4_srq {
 struct usb4_ah {
 	struct usb4v_ah eng;
 	uintptr_t go;
+	unsigned image; // usb4_go_image() of go's image (usb4_obj_adopt)
 };
 
 static void put32(void *obj, size_t off, uint32_t v)
@@ -232,6 +236,55 @@ void usb4_shell_free(struct usb4_shell *s)
 	}
 }
 
+// ---- a fork() parent's objects ----
+//
+// A control op in a fork() child on an object the parent created first
+// gives it a Go object of the child's image (fork.c usb4_obj_adopt), from
+// the kernel's handle in its ibv struct; objects it names (the PD, a QP's
+// CQs and SRQ) are adopted before it.
+
+int usb4_cq_adopt(void *ibv_cq)
+{
+	struct usb4_cq *cq = ibv_cq;
+	struct usb4_adopt_req req = {.eng = load_eng((void *const *)&cq->eng)};
+	memcpy(&req.handle, cq->verbs_cq + IBV_CQ_HANDLE, sizeof(req.handle));
+	memcpy(&req.num, cq->verbs_cq + IBV_CQ_CQE, sizeof(req.num));
+	return usb4_obj_adopt(getptr(cq->verbs_cq, IBV_CQ_CONTEXT), &cq->go, &cq->image, USB4_OBJ_CQ, &req);
+}
+
+static int srq_adopt(struct usb4_srq *srq)
+{
+	void *pd = getptr(srq->ibv_srq, IBV_SRQ_PD);
+	int err = usb4_pd_adopt(pd);
+	if (err)
+		return err;
+	struct usb4_adopt_req req = {.pd = ((struct usb4_pd *)pd)->go, .eng = load_eng((void *const *)&srq->eng)};
+	memcpy(&req.handle, srq->ibv_srq + IBV_SRQ_HANDLE, sizeof(req.handle));
+	return usb4_obj_adopt(getptr(srq->ibv_srq, IBV_SRQ_CONTEXT), &srq->go, &srq->image, USB4_OBJ_SRQ, &req);
+}
+
+static int qp_adopt(struct usb4_qp *qp)
+{
+	void *pd = getptr(qp->verbs_qp, IBV_QP_PD);
+	int err = usb4_pd_adopt(pd);
+	if (err)
+		return err;
+	struct usb4_adopt_req req = {.pd = ((struct usb4_pd *)pd)->go, .eng = load_eng((void *const *)&qp->eng)};
+	memcpy(&req.handle, qp->verbs_qp + IBV_QP_HANDLE, sizeof(req.handle));
+	memcpy(&req.num, qp->verbs_qp + IBV_QP_QP_NUM, sizeof(req.num));
+	memcpy(&req.type, qp->verbs_qp + IBV_QP_QP_TYPE, sizeof(req.type));
+	return usb4_obj_adopt(getptr(qp->verbs_qp, IBV_QP_CONTEXT), &qp->go, &qp->image, USB4_OBJ_QP, &req);
+}
+
+static int ah_adopt(struct usb4_ah *ah)
+{
+	int err = usb4_pd_adopt(ah->eng.ibv_ah.pd);
+	if (err)
+		return err;
+	struct usb4_adopt_req req = {.pd = ((struct usb4_pd *)ah->eng.ibv_ah.pd)->go, .handle = ah->eng.ibv_ah.handle};
+	return usb4_obj_adopt(ah->eng.ibv_ah.context, &ah->go, &ah->image, USB4_OBJ_AH, &req);
+}
+
 // ---- CQ ----
 
 struct usb4_cq *usb4_cq_create(void *ibv_ctx, int cqe, void *channel, int comp_vector, size_t size)
@@ -254,6 +307,7 @@ struct usb4_cq *usb4_cq_create(void *ibv_ctx, int cqe, void *channel, int comp_v
 		return fail_null(err);
 	}
 	cq->go = info.go;
+	cq->image = usb4_go_image();
 	cq->eng = info.eng;
 	// context, channel, cq_context, mutex, cond and the event counters are
 	// set by verbs_init_cq in core after we return.
@@ -272,8 +326,11 @@ static int usb4_destroy_cq(void *ibv_cq)
 	struct usb4_cq *cq = ibv_cq;
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_cq), "destroy_cq"))
 		return usb4_errno(ENOSYS);
+	int err = usb4_cq_adopt(ibv_cq);
+	if (err)
+		return usb4_errno(err);
 	struct usb4_event_counts ev = {0};
-	int err = USB4_GO(DestroyCQ, cq->go, &ev);
+	err = USB4_GO(DestroyCQ, cq->go, &ev);
 	enum destroy_outcome out = destroy_outcome(err);
 	if (out == DESTROY_FAILED)
 		return usb4_errno(err);
@@ -326,6 +383,15 @@ static void *usb4_create_qp(void *ibv_pd, void *init)
 		return fail_null(EINVAL);
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "create_qp"))
 		return fail_null(ENOSYS);
+	int err = usb4_pd_adopt(ibv_pd);
+	if (!err)
+		err = usb4_cq_adopt(ia->send_cq);
+	if (!err)
+		err = usb4_cq_adopt(ia->recv_cq);
+	if (!err && ia->srq)
+		err = srq_adopt(ia->srq);
+	if (err)
+		return fail_null(err);
 	struct usb4_qp *qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return fail_null(ENOMEM);
@@ -339,12 +405,13 @@ static void *usb4_create_qp(void *ibv_pd, void *init)
 		.cap = ia->cap,
 	};
 	struct usb4_obj_info info = {0};
-	int err = USB4_GO(CreateQP, pd->go, &req, &info);
+	err = USB4_GO(CreateQP, pd->go, &req, &info);
 	if (err) {
 		free(qp);
 		return fail_null(err);
 	}
 	qp->go = info.go;
+	qp->image = usb4_go_image();
 	qp->eng = info.eng;
 	// Core sets nothing on ibv_create_qp: every field is ours.
 	void *q = qp->verbs_qp;
@@ -373,7 +440,9 @@ static int usb4_modify_qp(void *ibv_qp, void *attr, int mask)
 		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_qp), "modify_qp"))
 		return usb4_errno(ENOSYS);
-	int err = USB4_GO(ModifyQP, qp->go, attr, mask);
+	int err = qp_adopt(qp);
+	if (!err)
+		err = USB4_GO(ModifyQP, qp->go, attr, mask);
 	if (err)
 		return usb4_errno(err);
 	// Core updates qp->state; the engine keeps its own copy (no receives in
@@ -393,7 +462,9 @@ static int usb4_query_qp(void *ibv_qp, void *attr, int mask, void *init)
 		return usb4_errno(ENOSYS);
 	struct usb4_ibv_qp_cap cap = {0};
 	int32_t sig_all = 0;
-	int err = USB4_GO(QueryQP, qp->go, mask, attr, &cap, &sig_all);
+	int err = qp_adopt(qp);
+	if (!err)
+		err = USB4_GO(QueryQP, qp->go, mask, attr, &cap, &sig_all);
 	if (err)
 		return usb4_errno(err);
 	memset(ia, 0, sizeof(*ia));
@@ -412,8 +483,11 @@ static int usb4_destroy_qp(void *ibv_qp)
 	struct usb4_qp *qp = ibv_qp;
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_qp), "destroy_qp"))
 		return usb4_errno(ENOSYS);
+	int err = qp_adopt(qp);
+	if (err)
+		return usb4_errno(err);
 	struct usb4_event_counts ev = {0};
-	int err = USB4_GO(DestroyQP, qp->go, &ev);
+	err = USB4_GO(DestroyQP, qp->go, &ev);
 	enum destroy_outcome out = destroy_outcome(err);
 	if (out == DESTROY_FAILED)
 		return usb4_errno(err);
@@ -471,17 +545,21 @@ static void *usb4_create_srq(void *ibv_pd, void *init)
 		return fail_null(EINVAL);
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "create_srq"))
 		return fail_null(ENOSYS);
+	int err = usb4_pd_adopt(ibv_pd);
+	if (err)
+		return fail_null(err);
 	struct usb4_srq *srq = calloc(1, sizeof(*srq));
 	if (!srq)
 		return fail_null(ENOMEM);
 	struct usb4_ibv_srq_attr *attr = (struct usb4_ibv_srq_attr *)((char *)init + sizeof(void *));
 	struct usb4_obj_info info = {0};
-	int err = USB4_GO(CreateSRQ, pd->go, (uint64_t)(uintptr_t)srq, attr, &info);
+	err = USB4_GO(CreateSRQ, pd->go, (uint64_t)(uintptr_t)srq, attr, &info);
 	if (err) {
 		free(srq);
 		return fail_null(err);
 	}
 	srq->go = info.go;
+	srq->image = usb4_go_image();
 	srq->eng = info.eng;
 	put32(srq->ibv_srq, IBV_SRQ_HANDLE, info.handle);
 	return srq;
@@ -498,6 +576,9 @@ static int usb4_modify_srq(void *ibv_srq, void *attr, int mask)
 		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_srq), "modify_srq"))
 		return usb4_errno(ENOSYS);
+	int err = srq_adopt(ibv_srq);
+	if (err)
+		return usb4_errno(err);
 	return usb4_errno(USB4_GO(ModifySRQ, ((struct usb4_srq *)ibv_srq)->go, attr, mask));
 }
 
@@ -507,6 +588,9 @@ static int usb4_query_srq(void *ibv_srq, void *attr)
 		return usb4_errno(EINVAL);
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_srq), "query_srq"))
 		return usb4_errno(ENOSYS);
+	int err = srq_adopt(ibv_srq);
+	if (err)
+		return usb4_errno(err);
 	return usb4_errno(USB4_GO(QuerySRQ, ((struct usb4_srq *)ibv_srq)->go, attr));
 }
 
@@ -515,8 +599,11 @@ static int usb4_destroy_srq(void *ibv_srq)
 	struct usb4_srq *srq = ibv_srq;
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_srq), "destroy_srq"))
 		return usb4_errno(ENOSYS);
+	int err = srq_adopt(srq);
+	if (err)
+		return usb4_errno(err);
 	struct usb4_event_counts ev = {0};
-	int err = USB4_GO(DestroySRQ, srq->go, &ev);
+	err = USB4_GO(DestroySRQ, srq->go, &ev);
 	enum destroy_outcome out = destroy_outcome(err);
 	if (out == DESTROY_FAILED)
 		return usb4_errno(err);
@@ -547,16 +634,20 @@ static void *usb4_create_ah(void *ibv_pd, void *attr)
 		return fail_null(EINVAL);
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "create_ah"))
 		return fail_null(ENOSYS);
+	int err = usb4_pd_adopt(ibv_pd);
+	if (err)
+		return fail_null(err);
 	struct usb4_ah *ah = calloc(1, sizeof(*ah));
 	if (!ah)
 		return fail_null(ENOMEM);
 	struct usb4_obj_info info = {0};
-	int err = USB4_GO(CreateAH, pd->go, attr, &info);
+	err = USB4_GO(CreateAH, pd->go, attr, &info);
 	if (err) {
 		free(ah);
 		return fail_null(err);
 	}
 	ah->go = info.go;
+	ah->image = usb4_go_image();
 	// Core sets ah->context and ah->pd after we return.
 	ah->eng.ibv_ah.handle = info.handle;
 	ah->eng.ah_num = info.num;
@@ -568,7 +659,9 @@ static int usb4_destroy_ah(void *ibv_ah)
 	struct usb4_ah *ah = ibv_ah;
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_ah), "destroy_ah"))
 		return usb4_errno(ENOSYS);
-	int err = USB4_GO(DestroyAH, ah->go);
+	int err = ah_adopt(ah);
+	if (!err)
+		err = USB4_GO(DestroyAH, ah->go);
 	if (err)
 		return usb4_errno(err);
 	free(ah);

@@ -407,6 +407,7 @@ enum { IBV_MW_CONTEXT = 0, IBV_MW_PD = 8, IBV_MW_RKEY = 16, IBV_MW_HANDLE = 20, 
 struct usb4_mw {
 	unsigned char ibv_mw[IBV_MW_SIZE];
 	uintptr_t go;
+	unsigned image; // usb4_go_image() of go's image (usb4_obj_adopt)
 };
 
 static void *usb4_alloc_mw(void *ibv_pd, int type)
@@ -416,16 +417,20 @@ static void *usb4_alloc_mw(void *ibv_pd, int type)
 		return fail_null(ENOSYS);
 	if (type < 0)
 		return fail_null(EINVAL);
+	int err = usb4_pd_adopt(ibv_pd);
+	if (err)
+		return fail_null(err);
 	struct usb4_mw *mw = calloc(1, sizeof(*mw));
 	if (!mw)
 		return fail_null(ENOMEM);
 	uint32_t handle = 0, rkey = 0;
-	int err = USB4_GO(AllocMW, pd->go, (uint32_t)type, &mw->go, &handle, &rkey);
+	err = USB4_GO(AllocMW, pd->go, (uint32_t)type, &mw->go, &handle, &rkey);
 	if (err) {
 		free(mw);
 		return fail_null(err);
 	}
 	// libibverbs' ibv_alloc_mw sets nothing: every field is ours.
+	mw->image = usb4_go_image();
 	void *ctx = rdptr(pd->ibv_pd, IBV_PD_CONTEXT);
 	memcpy(mw->ibv_mw + IBV_MW_CONTEXT, &ctx, sizeof(ctx));
 	memcpy(mw->ibv_mw + IBV_MW_PD, &ibv_pd, sizeof(ibv_pd));
@@ -440,7 +445,17 @@ static int usb4_dealloc_mw(void *ibv_mw)
 	struct usb4_mw *mw = ibv_mw;
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_mw), "dealloc_mw"))
 		return usb4_errno(ENOSYS);
-	int err = USB4_GO(DeallocMW, mw->go);
+	void *pd = rdptr(mw->ibv_mw, IBV_MW_PD);
+	int err = usb4_pd_adopt(pd);
+	if (!err) {
+		struct usb4_adopt_req req = {.pd = ((struct usb4_pd *)pd)->go};
+		memcpy(&req.handle, mw->ibv_mw + IBV_MW_HANDLE, sizeof(req.handle));
+		memcpy(&req.rkey, mw->ibv_mw + IBV_MW_RKEY, sizeof(req.rkey));
+		memcpy(&req.type, mw->ibv_mw + IBV_MW_TYPE, sizeof(req.type));
+		err = usb4_obj_adopt(USB4_CTX_OF(ibv_mw), &mw->go, &mw->image, USB4_OBJ_MW, &req);
+	}
+	if (!err)
+		err = USB4_GO(DeallocMW, mw->go);
 	if (err)
 		return usb4_errno(err);
 	free(mw);

@@ -197,6 +197,7 @@ struct usb4_cq {
 	uintptr_t go;         // 0 once destroyed
 	struct usb4v_cq *eng; // NULL once destroyed: data ops then fail
 	struct usb4_shell shell;
+	unsigned image; // usb4_go_image() of go's image (usb4_obj_adopt)
 };
 // Creates the kernel CQ and a zeroed object of size bytes (at least a
 // struct usb4_cq) around it; NULL with errno set on failure.
@@ -418,6 +419,7 @@ enum { IBV_PD_CONTEXT = 0, IBV_PD_HANDLE = 8, IBV_PD_SIZE = 16 };
 struct usb4_pd {
 	unsigned char ibv_pd[IBV_PD_SIZE];
 	uintptr_t go;
+	unsigned image; // usb4_go_image() of go's image (usb4_obj_adopt)
 };
 
 // What the Go side reports about a freshly opened context.
@@ -435,9 +437,9 @@ struct usb4_open_info {
 // Bump USB4_GO_API_VERSION whenever an entry below or a struct it takes
 // changes: a front and a Go part from different builds then refuse each
 // other (usb4goStart) instead of misreading arguments.
-#define USB4_GO_API_VERSION 3
+#define USB4_GO_API_VERSION 4
 // What the Go part takes over from the front at start (settings.c).
-// Version 3 added dv_send.
+// Version 3 added dv_send, version 4 usb4goAdoptObject.
 struct usb4_go_config {
 	bool force_kernel_commands;
 	bool dv_send;
@@ -490,6 +492,21 @@ void usb4goAfterFork(void);
 // what the first open reported): fork.c, at the first control verb on it.
 int usb4goAdoptContext(char *ibdev_name, int cmd_fd, int async_fd, int kind, uint32_t driver_id, uint64_t node_guid,
 		       uint32_t num_comp_vectors, uint64_t core_support, uintptr_t *handle);
+// An object a fork() parent created, as fork.c's usb4_obj_adopt describes it
+// to the child's Go part (the kernel's handle and what its ibv struct says).
+enum usb4_obj_kind { USB4_OBJ_PD = 1, USB4_OBJ_MR, USB4_OBJ_CQ, USB4_OBJ_QP, USB4_OBJ_SRQ, USB4_OBJ_AH, USB4_OBJ_MW };
+struct usb4_adopt_req {
+	uintptr_t pd;           // MR, QP, SRQ, AH, MW: this image's Go handle of its PD
+	void *eng;              // CQ, QP, SRQ: the engine object
+	uint64_t addr, length;  // MR
+	uint32_t handle;        // ibv_*->handle
+	uint32_t num;           // CQ: cqe; QP: qp_num
+	uint32_t type;          // QP: qp_type; MW: type
+	uint32_t lkey, rkey;    // MR; MW: rkey
+};
+// A Go object of this image for it on the adopted context ctx: *out is its
+// handle. Control verbs on it then go to the kernel, as rdma-core's do.
+int usb4goAdoptObject(uintptr_t ctx, int kind, struct usb4_adopt_req *req, uintptr_t *out);
 
 // Every Go entry point as (member of struct usb4_go_api, exported name).
 #define USB4_GO_ENTRIES(X)                                                                                   \
@@ -521,6 +538,7 @@ int usb4goAdoptContext(char *ibdev_name, int cmd_fd, int async_fd, int kind, uin
 	X(BeforeFork, usb4goBeforeFork)                                                                      \
 	X(AfterFork, usb4goAfterFork)                                                                        \
 	X(AdoptContext, usb4goAdoptContext)                                                                  \
+	X(AdoptObject, usb4goAdoptObject)                                                                    \
 	X(Warm, usb4goWarm)
 
 // The Go part's entry points, resolved with dlsym (golib.c); each member has
@@ -614,9 +632,19 @@ void usb4_fork_guard_install(void);
 // Go context is in a dead Go part: the first call adopts it into this
 // image's (usb4_ctx_adopt) and returns false; only if that fails it returns
 // true (the op fails with ENOSYS; logged once per process). Objects the
-// parent created keep handles of the dead image, which this image's Go part
-// answers with EBADF.
+// parent created are adopted one by one (usb4_obj_adopt).
 bool usb4_in_fork_child(void *ibv_ctx, const char *verb);
+// For a control op on an object whose Go handle *go an image gave out
+// (*image: usb4_go_image() when it was stored), after usb4_in_fork_child
+// adopted its context: when that was an earlier image (this is a fork()
+// child of the process that made the object), makes this image's Go object
+// for it from req (usb4goAdoptObject) and stores its handle and this image.
+// 0, or the errno the op returns. A handle of 0 (destroyed) stays as it is.
+int usb4_obj_adopt(void *ibv_ctx, uintptr_t *go, unsigned *image, enum usb4_obj_kind kind,
+		   struct usb4_adopt_req *req);
+// usb4_obj_adopt for a PD (verbs.c) and a CQ (objects.c): 0 or an errno.
+int usb4_pd_adopt(void *ibv_pd);
+int usb4_cq_adopt(void *ibv_cq);
 // context.c: the process image whose Go part serves ibv_ctx.
 unsigned usb4_ctx_image(void *ibv_ctx);
 // context.c: a context an earlier image opened gets a Go context of this

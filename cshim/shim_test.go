@@ -471,6 +471,7 @@ func TestErrnoContractsAndForkChild(t *testing.T) {
 		"create_cq_cqe0 EINVAL",
 		"create_cq_vector-1 EINVAL",
 		"child_alloc_pd ok",          // the parent's context, adopted by the child's copy (issue 24); ENOSYS before
+		"child_dealloc_parent_pd 0",  // the parent's PD, adopted by its kernel handle (issue 24); EBADF before
 		"child_create_cq EOPNOTSUPP", // the stub's own answer: it reached the child's copy
 		"child_open_device ok",       // a new copy of the Go part (issue 24); ENOSYS before
 		"child_own_alloc_pd ok",

@@ -43,6 +43,7 @@ enum {
 struct usb4_mr {
 	unsigned char verbs_mr[VERBS_MR_SIZE];
 	uintptr_t go;
+	unsigned image; // usb4_go_image() of go's image (usb4_obj_adopt)
 };
 
 static void put_u32(void *obj, size_t off, uint32_t v)
@@ -153,8 +154,17 @@ static void *usb4_alloc_pd(void *ibv_ctx)
 		return NULL;
 	}
 	// libibverbs sets pd->context after we return.
+	pd->image = usb4_go_image();
 	put_u32(pd->ibv_pd, IBV_PD_HANDLE, handle);
 	return pd;
+}
+
+int usb4_pd_adopt(void *ibv_pd)
+{
+	struct usb4_pd *pd = ibv_pd;
+	struct usb4_adopt_req req = {0};
+	memcpy(&req.handle, pd->ibv_pd + IBV_PD_HANDLE, sizeof(req.handle));
+	return usb4_obj_adopt(USB4_CTX_OF(ibv_pd), &pd->go, &pd->image, USB4_OBJ_PD, &req);
 }
 
 static int usb4_dealloc_pd(void *ibv_pd)
@@ -162,7 +172,9 @@ static int usb4_dealloc_pd(void *ibv_pd)
 	struct usb4_pd *pd = ibv_pd;
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_pd), "dealloc_pd"))
 		return usb4_errno(ENOSYS);
-	int err = USB4_GO(DeallocPD, pd->go);
+	int err = usb4_pd_adopt(ibv_pd);
+	if (!err)
+		err = USB4_GO(DeallocPD, pd->go);
 	if (err)
 		return usb4_errno(err);
 	free(pd);
@@ -177,9 +189,16 @@ static struct usb4_mr *mr_alloc(void *ibv_pd, const char *verb)
 		errno = ENOSYS;
 		return NULL;
 	}
+	int err = usb4_pd_adopt(ibv_pd);
+	if (err) {
+		errno = err;
+		return NULL;
+	}
 	struct usb4_mr *mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		errno = ENOMEM;
+	else
+		mr->image = usb4_go_image();
 	return mr;
 }
 
@@ -247,12 +266,31 @@ static void *usb4_reg_dmabuf_mr(void *ibv_pd, uint64_t offset, size_t length, ui
 	return mr_filled(mr, handle, lkey, rkey, VERBS_MR_TYPE_DMABUF, access);
 }
 
+// mr_adopt: usb4_obj_adopt for an MR (its PD first), from its ibv_mr.
+static int mr_adopt(struct usb4_mr *mr)
+{
+	void *pd;
+	memcpy(&pd, mr->verbs_mr + IBV_MR_PD, sizeof(pd));
+	int err = usb4_pd_adopt(pd);
+	if (err)
+		return err;
+	struct usb4_adopt_req req = {.pd = ((struct usb4_pd *)pd)->go};
+	memcpy(&req.handle, mr->verbs_mr + IBV_MR_HANDLE, sizeof(req.handle));
+	memcpy(&req.lkey, mr->verbs_mr + IBV_MR_LKEY, sizeof(req.lkey));
+	memcpy(&req.rkey, mr->verbs_mr + IBV_MR_RKEY, sizeof(req.rkey));
+	memcpy(&req.addr, mr->verbs_mr + IBV_MR_ADDR, sizeof(req.addr));
+	memcpy(&req.length, mr->verbs_mr + IBV_MR_LENGTH, sizeof(req.length));
+	return usb4_obj_adopt(USB4_CTX_OF(mr), &mr->go, &mr->image, USB4_OBJ_MR, &req);
+}
+
 static int usb4_dereg_mr(void *verbs_mr)
 {
 	struct usb4_mr *mr = verbs_mr;
 	if (usb4_in_fork_child(USB4_CTX_OF(verbs_mr), "dereg_mr"))
 		return usb4_errno(ENOSYS);
-	int err = USB4_GO(DeregMR, mr->go);
+	int err = mr_adopt(mr);
+	if (!err)
+		err = USB4_GO(DeregMR, mr->go);
 	if (err)
 		return usb4_errno(err);
 	free(mr);

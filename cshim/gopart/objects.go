@@ -23,37 +23,45 @@ import (
 // The Go side of a CQ, QP and SRQ: the kernel object (provider) and the data
 // path's C object (dataplane), which objects.c calls directly.
 type cqEntry struct {
-	cq *provider.CQ
-	dp *dataplane.CQ
-	ch *provider.CompChannel // libibverbs' channel, adopted; or nil
+	cq      *provider.CQ
+	dp      *dataplane.CQ
+	ch      *provider.CompChannel // libibverbs' channel, adopted; or nil
+	foreign bool                  // a fork() parent's (usb4goAdoptObject)
 }
 
 type qpEntry struct {
-	qp *provider.QP
-	dp *dataplane.QP
+	qp      *provider.QP
+	dp      *dataplane.QP
+	foreign bool
 }
 
 type srqEntry struct {
-	srq *provider.SRQ
-	dp  *dataplane.SRQ
+	srq     *provider.SRQ
+	dp      *dataplane.SRQ
+	foreign bool
 }
 
 // closeContext frees the data-path objects the application left behind
 // (QPs before the CQs they point at; DV teardown needs the command fd), then
-// closes the context, which destroys the kernel objects.
+// closes the context, which destroys the kernel objects. A fork() parent's
+// objects that this image adopted stay as they are: they are the parent's.
 func closeContext(ctx *provider.Context) {
 	left := handles.takeOwnedBy(ctx)
 	for _, v := range left {
-		if e, ok := v.(*qpEntry); ok {
+		if e, ok := v.(*qpEntry); ok && !e.foreign {
 			e.dp.Close()
 		}
 	}
 	for _, v := range left {
 		switch e := v.(type) {
 		case *srqEntry:
-			e.dp.Close()
+			if !e.foreign {
+				e.dp.Close()
+			}
 		case *cqEntry:
-			e.dp.Close()
+			if !e.foreign {
+				e.dp.Close()
+			}
 		}
 	}
 	_ = ctx.Close()

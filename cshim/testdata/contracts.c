@@ -2,8 +2,8 @@
 // each, what the errno contracts of our ops table give: the ops left to
 // libibverbs' dummies on purpose, the dmabuf probe, create_cq_ex's refusals, argument
 // checks made in C, a fork() child's control verbs on the parent's context
-// (adopted by the child's copy of the Go part, no hang) and on a context it
-// opened itself (works).
+// and objects (adopted by the child's copy of the Go part, no hang) and on a
+// context it opened itself (works).
 // Run with testdata/gostub.c standing in for Go (shim_test.go).
 #define _GNU_SOURCE
 #include <errno.h>
@@ -125,11 +125,16 @@ int main(int argc, char **argv)
 	report("create_cq_cqe0", ibv_create_cq(ctx, 0, NULL, NULL, 0));
 	errno = 0;
 	report("create_cq_vector-1", ibv_create_cq(ctx, 1, NULL, NULL, -1));
+	struct ibv_pd *ppd = ibv_alloc_pd(ctx); // for the child to dealloc
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
 		errno = 0;
 		report("child_alloc_pd", ibv_alloc_pd(ctx));
+		// The parent's PD: adopted by the child's copy of the Go part by
+		// its kernel handle (issue 24); EBADF before.
+		if (ppd)
+			printf("child_dealloc_parent_pd %s\n", strerrorname_np(ibv_dealloc_pd(ppd)) ?: "0");
 		errno = 0;
 		report("child_create_cq", ibv_create_cq(ctx, 1, NULL, NULL, 0));
 		// A fresh open in the child works (cshim/README.md "fork()"): the

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../shim.h"
 #include "engine.h"
@@ -65,24 +66,35 @@ int usb4goQueryPort(uintptr_t ctx, uint8_t port, struct usb4_port_attr *attr)
 	return EOPNOTSUPP;
 }
 
-// With USB4_STUB_PD_OK=1 PDs are heap handles (a missing dealloc leaks).
+// With USB4_STUB_PD_OK=1 PDs are heap handles (a missing dealloc leaks)
+// holding the process id of the image that made them: as in the Go part's
+// handle table, another image's handle (a fork() parent's PD not adopted)
+// finds nothing, EBADF.
+static int stub_pd(uintptr_t *pd)
+{
+	pid_t *h = malloc(16);
+	if (!h)
+		return ENOMEM;
+	*h = getpid();
+	*pd = (uintptr_t)h;
+	return 0;
+}
+
 int usb4goAllocPD(uintptr_t ctx, uintptr_t *pd, uint32_t *pd_handle)
 {
 	(void)ctx;
 	if (!getenv("USB4_STUB_PD_OK"))
 		return EOPNOTSUPP;
-	void *h = malloc(16);
-	if (!h)
-		return ENOMEM;
-	*pd = (uintptr_t)h;
 	*pd_handle = 1;
-	return 0;
+	return stub_pd(pd);
 }
 
 int usb4goDeallocPD(uintptr_t pd)
 {
 	if (!getenv("USB4_STUB_PD_OK"))
 		return EOPNOTSUPP;
+	if (*(pid_t *)pd != getpid())
+		return EBADF;
 	free((void *)pd);
 	return 0;
 }
@@ -359,6 +371,25 @@ int usb4goAdoptContext(char *ibdev_name, int cmd_fd, int async_fd, int kind, uin
 		return ENOMEM;
 	sprintf(h, "%s/adopted", ibdev_name);
 	*handle = (uintptr_t)h;
+	return 0;
+}
+
+// A fork() parent's object in the child: PDs and the engine objects of CQs,
+// QPs and SRQs as the creates make them; the rest as the stub creates them
+// (EOPNOTSUPP).
+int usb4goAdoptObject(uintptr_t ctx, int kind, struct usb4_adopt_req *req, uintptr_t *out)
+{
+	(void)ctx;
+	if (kind == USB4_OBJ_PD)
+		return stub_pd(out);
+	if (kind != USB4_OBJ_CQ && kind != USB4_OBJ_QP && kind != USB4_OBJ_SRQ)
+		return EOPNOTSUPP;
+	struct stub_obj *o = calloc(1, sizeof(*o));
+	if (!o)
+		return ENOMEM;
+	o->kind = kind == USB4_OBJ_CQ ? 0 : kind == USB4_OBJ_QP ? 1 : 2;
+	o->eng = req->eng;
+	*out = (uintptr_t)o;
 	return 0;
 }
 

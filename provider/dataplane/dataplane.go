@@ -294,6 +294,23 @@ func (cq *CQ) Close() {
 	}
 }
 
+// AdoptCQ, AdoptQP and AdoptSRQ wrap an engine object that a fork()
+// parent's Go part created, for the child's Go part (cshim adopts the
+// parent's objects at their first control verb in the child): the child's
+// copy of the object, which the front drives as before. The caller frees
+// it only after a destroy (Disown, then cshim's objects.c), never with
+// Close: it is the parent's.
+func AdoptCQ(p unsafe.Pointer) *CQ {
+	c := (*C.struct_usb4v_cq)(p)
+	return &CQ{c: c, gone: c}
+}
+
+// AdoptQP: see AdoptCQ.
+func AdoptQP(p unsafe.Pointer) *QP { return &QP{c: (*C.struct_usb4v_qp)(p)} }
+
+// AdoptSRQ: see AdoptCQ.
+func AdoptSRQ(p unsafe.Pointer) *SRQ { return &SRQ{c: (*C.struct_usb4v_srq)(p)} }
+
 // SRQ is a shared receive queue's data-path object.
 type SRQ struct {
 	c       *C.struct_usb4v_srq

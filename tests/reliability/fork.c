@@ -5,8 +5,8 @@
 // contexts in a child work for new objects with both (ours adopts them into
 // the child's Go part), and data verbs on the parent's objects work as in
 // rdma-core's providers without ibv_fork_init; control verbs on the parent's
-// objects give EBADF with us (their Go objects are in the parent's Go part,
-// dead in the child) where librxe answers from the kernel. A child that only
+// objects get the kernel's answers with both (ours adopts each into the
+// child's Go part by its kernel handle). A child that only
 // execs is fine. Forking while another thread is inside control verbs is covered: the
 // child must not hang (Go's runtime does not survive fork()).
 // REL_PROVIDER=librxe (the control run) expects librxe's behaviour.
@@ -200,17 +200,91 @@ static void child_control(char *buf, size_t len)
 		ibv_dealloc_pd(pd);
 }
 
-// child_parent_qp: a control verb on an object the parent created, its QP:
-// librxe answers from the kernel (query_qp 0); ours has no Go object for it
-// in the child's Go part (EBADF: cshim/README.md "fork()").
-static void child_parent_qp(char *buf, size_t len)
+// The parent's own objects for child_parent_objects, made before it forks:
+// the child ends up destroying them in the kernel, so A's stay untouched.
+static struct {
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	struct ibv_cq *cq;
+	struct ibv_srq *srq;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	struct ibv_mw *mw;
+	char buf[4096];
+} P;
+
+static const char *parent_objects_make(void)
 {
+	P.pd = ibv_alloc_pd(A.ctx);
+	if (!P.pd)
+		return "alloc_pd";
+	P.mr = ibv_reg_mr(P.pd, P.buf, sizeof(P.buf), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	P.cq = ibv_create_cq(A.ctx, 8, NULL, NULL, 0);
+	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
+	P.srq = ibv_create_srq(P.pd, &sa);
+	if (!P.mr || !P.cq || !P.srq)
+		return "reg_mr, create_cq or create_srq";
+	struct ibv_qp_init_attr ia = {.send_cq = P.cq, .recv_cq = P.cq, .srq = P.srq,
+				      .cap = {.max_send_wr = 4, .max_send_sge = 1}, .qp_type = IBV_QPT_RC};
+	P.qp = ibv_create_qp(P.pd, &ia);
+	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND};
+	if (!P.qp || ibv_modify_qp(P.qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		return "create_qp or modify_qp to INIT";
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1,
+				 .grh = {.dgid = B.gid, .sgid_index = (uint8_t)A.gid_index, .hop_limit = 1}};
+	P.ah = ibv_create_ah(P.pd, &aa);
+	P.mw = ibv_alloc_mw(P.pd, IBV_MW_TYPE_1);
+	if (!P.ah || !P.mw)
+		return "create_ah or alloc_mw";
+	return NULL;
+}
+
+// child_parent_objects: control verbs on objects the parent created (its PD,
+// MR, CQ, SRQ, QP, AH and MW), and new objects on the parent's PD and CQ:
+// the kernel serves the parent's ucontext for the child, so librxe's
+// answers are the kernel's, and ours must be the same (issue 24).
+static void child_parent_objects(char *buf, size_t len)
+{
+	char steps[320] = "";
+	size_t n = 0;
+	int bad = 0;
+#define STEP(name, rc)                                                                                         \
+	do {                                                                                                   \
+		int r_ = (rc);                                                                                 \
+		bad |= r_ != 0;                                                                                \
+		n += (size_t)snprintf(steps + n, n < sizeof(steps) ? sizeof(steps) - n : 0, " %s %s", name,    \
+				      rel_errname(r_));                                                        \
+	} while (0)
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qi;
-	int rc = ibv_query_qp(A.qp, &qa, IBV_QP_STATE, &qi);
-	int want = ours ? EBADF : 0;
-	snprintf(buf, len, "%s query_qp on the parent's QP %s (want %s)", rc == want ? "ok" : "bad", rel_errname(rc),
-		 rel_errname(want));
+	int rc = ibv_query_qp(P.qp, &qa, IBV_QP_STATE, &qi);
+	STEP("query_qp", rc ? rc : qa.qp_state == IBV_QPS_INIT ? 0 : EPROTO);
+	STEP("modify_qp", ibv_modify_qp(P.qp, &(struct ibv_qp_attr){.qp_state = IBV_QPS_ERR}, IBV_QP_STATE));
+	struct ibv_srq_attr sa;
+	STEP("query_srq", ibv_query_srq(P.srq, &sa));
+	STEP("modify_srq", ibv_modify_srq(P.srq, &(struct ibv_srq_attr){.srq_limit = 1}, IBV_SRQ_LIMIT));
+	STEP("resize_cq", ibv_resize_cq(P.cq, 16));
+	struct ibv_qp_init_attr ia = {.send_cq = P.cq, .recv_cq = P.cq, .srq = P.srq,
+				      .cap = {.max_send_wr = 4, .max_send_sge = 1}, .qp_type = IBV_QPT_RC};
+	struct ibv_qp *qp = ibv_create_qp(P.pd, &ia);
+	STEP("create_qp(parent's pd, cq, srq)", qp ? 0 : errno ? errno : EIO);
+	if (qp)
+		STEP("destroy_qp(new)", ibv_destroy_qp(qp));
+	char own[64];
+	struct ibv_mr *mr = ibv_reg_mr(P.pd, own, sizeof(own), IBV_ACCESS_LOCAL_WRITE);
+	STEP("reg_mr(parent's pd)", mr ? 0 : errno ? errno : EIO);
+	if (mr)
+		STEP("dereg_mr(new)", ibv_dereg_mr(mr));
+	STEP("dealloc_mw", ibv_dealloc_mw(P.mw));
+	STEP("dereg_mr", ibv_dereg_mr(P.mr));
+	STEP("destroy_ah", ibv_destroy_ah(P.ah));
+	STEP("destroy_qp", ibv_destroy_qp(P.qp));
+	STEP("destroy_srq", ibv_destroy_srq(P.srq));
+	STEP("destroy_cq", ibv_destroy_cq(P.cq));
+	STEP("dealloc_pd", ibv_dealloc_pd(P.pd));
+#undef STEP
+	snprintf(buf, len, "%s on the parent's objects:%s (want 0 each)", bad ? "bad" : "ok", steps);
 }
 
 static void child_data(char *buf, size_t len)
@@ -807,8 +881,13 @@ int main(void)
 	verdict("child_control_verbs", t0, out);
 
 	t0 = rel_now();
-	in_child(child_parent_qp, out, sizeof(out), 20);
-	verdict("child_parent_qp", t0, out);
+	const char *pmade = parent_objects_make();
+	if (pmade)
+		rel_check(0, "child_parent_objects", t0, "the parent's %s failed: %s", pmade, rel_errname(errno));
+	else {
+		in_child(child_parent_objects, out, sizeof(out), 20);
+		verdict("child_parent_objects", t0, out);
+	}
 
 	t0 = rel_now();
 	in_child(child_data, out, sizeof(out), 20);

@@ -23,8 +23,8 @@ meta() { sed -n "s/^# $1: //p" "$out" | head -n1 | tr ' ' '\n' | sed -n "s/^$2=/
     "$(meta fork userland)" "$(meta cqex-host commit)" "$(meta cqex-host date | tr _ ' ')"
   printf 'and `cshim/testdata/mpfork.py` (Python multiprocessing, fork start method, ctypes) ran\n'
   printf 'through our provider (rxe claimed) and through the stock librxe. The parent opened rxe0\n'
-  printf 'and moved traffic before forking; `child_parent_qp` is the one deliberate difference (a\n'
-  printf 'control verb on an object the parent created: EBADF with us, cshim/README.md "fork()").\n\n'
+  printf 'and moved traffic before forking; `child_parent_objects` runs the control verbs on objects\n'
+  printf 'the parent created (cshim/README.md "fork()": adopted by their kernel handles).\n\n'
   awk '
     /^--- (PASS|FAIL|SKIP): rel\/(fork|mpfork)-/ {
       split($3, p, "/"); prog = p[2]; c = p[3]

@@ -30,7 +30,9 @@ deps:
 lint: deps
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard "*.go")); test -z "$$out" || { echo "$$out"; exit 1; }
 	go vet ./...
+	go vet -tags usb4front ./cshim/gopart
 	staticcheck ./...
+	staticcheck -tags usb4front ./cshim/gopart
 
 unittest: deps
 	go test -count=1 ./...

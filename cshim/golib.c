@@ -45,6 +45,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine.h"
+#include "engine_api.h"
 #include "shim.h"
 
 // The signals the Go runtime may take over when it starts in a c-shared
@@ -80,6 +82,12 @@ static struct go_image {
 // initial-exec as gogate.c's in_go, which also keeps a fork() child's write
 // off glibc's TLS lock.
 static _Thread_local bool fork_held __attribute__((tls_model("initial-exec")));
+
+// The one engine: the Go part's provider/dataplane calls these (built with
+// the usb4front tag it has no engine of its own, engine_api.h).
+#define ENGINE_API_FILL_R(ret, name, params, args) .name = usb4v_##name,
+#define ENGINE_API_FILL_V(name, params, args) .name = usb4v_##name,
+static const struct usb4v_engine_api engine_api = {USB4V_ENGINE_API(ENGINE_API_FILL_R, ENGINE_API_FILL_V)};
 
 struct go_entry {
 	const char *name;
@@ -339,7 +347,8 @@ static void load(void)
 		memcpy((char *)&image.api + go_entries[i].off, &sym, sizeof(sym));
 	}
 	struct usb4_go_config cfg = {.force_kernel_commands = usb4_abi_get()->force_kernel_commands,
-				     .dv_send = usb4_abi_get()->dv_send};
+				     .dv_send = usb4_abi_get()->dv_send,
+				     .engine = &engine_api};
 	if (USB4_GO(Start, USB4_GO_API_VERSION, &cfg) != 0) {
 		fail(ELIBBAD, "%s is from another usb4verbs build (entry points differ); reinstall usb4verbs", path);
 		return;

@@ -439,10 +439,13 @@ struct usb4_open_info {
 // other (usb4goStart) instead of misreading arguments.
 #define USB4_GO_API_VERSION 4
 // What the Go part takes over from the front at start (settings.c).
-// Version 3 added dv_send, version 4 usb4goAdoptObject.
+// Version 3 added dv_send, version 4 usb4goAdoptObject and engine.
 struct usb4_go_config {
 	bool force_kernel_commands;
 	bool dv_send;
+	// The front's engine (golib.c): the Go part has none of its own and
+	// makes, drives and frees every data-path object through this table.
+	const struct usb4v_engine_api *engine;
 };
 int usb4goStart(uint32_t api_version, struct usb4_go_config *cfg);
 // Creates the kernel ucontext on libibverbs' cmd_fd, which stays libibverbs',

@@ -2,6 +2,7 @@ package cshim
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -758,7 +759,7 @@ func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
 		t.Fatalf("no engine C files: %v", err)
 	}
 	for _, f := range engine {
-		if filepath.Base(f) == "bench.c" {
+		if b := filepath.Base(f); b == "bench.c" || b == "front.c" { // as scripts/build-provider.sh
 			continue
 		}
 		obj := filepath.Join(dir, strings.TrimSuffix(filepath.Base(f), ".c")+".o")
@@ -768,9 +769,9 @@ func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
 		engineObjs = append(engineObjs, obj)
 	}
 	cfiles = append(cfiles, engineObjs...)
-	// The front, with its own copy of the engine, as scripts/build-provider.sh
-	// links it; and beside it the stand-in for the Go part, which creates
-	// engine objects with a second copy, as the real Go part does.
+	// The front, with the engine, as scripts/build-provider.sh links it; and
+	// beside it the stand-in for the Go part, which creates engine objects
+	// through the front's engine table, as the real Go part does.
 	so = filepath.Join(dir, "libusb4_asan.so")
 	args := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o", so}, asanFlags...),
 		append(cfiles, "-ldl", "-lpthread")...)
@@ -778,7 +779,7 @@ func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
 		t.Fatal(err)
 	}
 	stub := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o",
-		filepath.Join(dir, "libusb4_rdma-go.so")}, asanFlags...), append(engineObjs, "testdata/gostub.c", "-lpthread")...)
+		filepath.Join(dir, "libusb4_rdma-go.so")}, asanFlags...), "testdata/gostub.c", "-lpthread")
 	if err := gcc(stub...); err != nil {
 		t.Fatal(err)
 	}
@@ -1272,5 +1273,56 @@ func TestLongjmpOutOfGoRefused(t *testing.T) {
 	line := "libusb4_rdma: OpenContext: refused (ENOTRECOVERABLE): an earlier call of this thread into the Go part never returned"
 	if c := strings.Count(r.stderr, line); c != 1 {
 		t.Errorf("%d refusal lines, want 1; stderr:\n%s", c, r.stderr)
+	}
+}
+
+// TestGoPartHasNoEngine (issue 25, one engine): the Go part, built as
+// scripts/build-provider.sh builds it, carries no copy of the data-path
+// engine (none of the functions only the engine's own files define: the
+// backends' posts and polls), calls every engine entry point through the
+// table the front hands over (engine_api.h: each is a hidden local wrapper,
+// none exported), and leaves no usb4v_ symbol undefined, which its dlopen
+// would refuse. Before, cgo compiled provider/dataplane/*.c into it as well,
+// so objects made by its copy were driven by the front's.
+func TestGoPartHasNoEngine(t *testing.T) {
+	h := setupHost(t)
+	f, err := elf.Open(filepath.Join(h.build, "libusb4_rdma-go.so"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	engineOnly := map[string]bool{"usb4v_rxe_post_send": true, "usb4v_kcmd_poll_cq": true, "usb4v_dv_post_send": true,
+		"usb4v_shm_poll_cq": true, "usb4v_uverbs_ioctl": true, "usb4v_libc_sys": true}
+	wrappers := 0
+	for _, s := range syms {
+		if !strings.HasPrefix(s.Name, "usb4v_") {
+			continue
+		}
+		if engineOnly[s.Name] {
+			t.Errorf("the Go part defines the engine's %s", s.Name)
+		}
+		if s.Section != elf.SHN_UNDEF && elf.ST_BIND(s.Info) == elf.STB_LOCAL && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			wrappers++
+		}
+	}
+	if wrappers == 0 {
+		t.Error("no local usb4v_ wrappers: the Go part does not call the front's engine table")
+	}
+	dyn, err := f.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range dyn {
+		if strings.HasPrefix(s.Name, "usb4v_") {
+			what := "exports"
+			if s.Section == elf.SHN_UNDEF {
+				what = "leaves undefined (the engine table lacks it: provider/dataplane/engine_api.h)"
+			}
+			t.Errorf("the Go part %s %s", what, s.Name)
+		}
 	}
 }

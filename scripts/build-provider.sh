@@ -27,7 +27,10 @@ for f in "$repo"/cshim/*.c; do
   objs+=("$o")
 done
 for f in "$repo"/provider/dataplane/*.c; do
-  [[ $(basename "$f") == bench.c ]] && continue # benchmark helper, not the engine
+  case $(basename "$f") in
+    bench.c) continue ;; # benchmark helper, not the engine
+    front.c) continue ;; # the Go part's calls into this engine (usb4front)
+  esac
   o=$obj/engine-$(basename "${f%.c}").o
   "$cc" -std=gnu11 "${common[@]}" -c -o "$o" "$f"
   objs+=("$o")
@@ -35,5 +38,17 @@ done
 "$cc" -shared -Wl,-z,now -Wl,--as-needed -o "$out/libusb4_rdma.so.tmp" "${objs[@]}" -ldl -lpthread
 mv "$out/libusb4_rdma.so.tmp" "$out/libusb4_rdma.so"
 
-(cd "$repo" && go build "$@" -buildmode=c-shared -o "$out/libusb4_rdma-go.so" ./cshim/gopart)
+# The Go part is built with the usb4front tag: it has no engine of its own and
+# drives the front's through the table usb4goStart hands over
+# (provider/dataplane/engine_api.h). Tags given here are added to it.
+tags=usb4front
+goflags=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -tags) tags+=",${2:?-tags needs a value}"; shift 2 ;;
+    -tags=*) tags+=",${1#-tags=}"; shift ;;
+    *) goflags+=("$1"); shift ;;
+  esac
+done
+(cd "$repo" && go build "${goflags[@]}" -tags "$tags" -buildmode=c-shared -o "$out/libusb4_rdma-go.so" ./cshim/gopart)
 rm -f "$out/libusb4_rdma-go.h"

@@ -46,6 +46,9 @@ stage "lint (gofmt, go vet, staticcheck)"
   check lint/gofmt sh -c 'gofmt -l $(git ls-files -co --exclude-standard "*.go")'
   check lint/govet sh -c 'go vet ./... 2>&1 | grep -v "^#" || true'
   check lint/staticcheck sh -c "${CACHE:-.cache}/bin/staticcheck ./... 2>&1 || true"
+  # The Go part as scripts/build-provider.sh builds it (no engine of its own).
+  check lint/govet-usb4front sh -c 'go vet -tags usb4front ./cshim/gopart 2>&1 | grep -v "^#" || true'
+  check lint/staticcheck-usb4front sh -c "${CACHE:-.cache}/bin/staticcheck -tags usb4front ./cshim/gopart 2>&1 || true"
 } | tee "$LOGS/lint.log"
 
 stage "build: provider, ibvinfo, packages"

@@ -6,7 +6,13 @@ package main
 */
 import "C"
 
-import "golang.org/x/sys/unix"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"usb4verbs/provider/dataplane"
+)
 
 // main is never called: this package is built with -buildmode=c-shared.
 func main() {}
@@ -34,5 +40,9 @@ func usb4goStart(apiVersion C.uint32_t, cfg *C.struct_usb4_go_config) (rc C.int)
 	}
 	settings.forceKernelCommands = bool(cfg.force_kernel_commands)
 	settings.dvSend = bool(cfg.dv_send) && !settings.forceKernelCommands
+	if cfg.engine == nil && !dataplane.HasOwnEngine {
+		return C.int(unix.ELIBBAD)
+	}
+	dataplane.UseFront(unsafe.Pointer(cfg.engine))
 	return 0
 }

@@ -14,11 +14,18 @@
 
 #include "../shim.h"
 #include "engine.h"
+#include "engine_api.h"
+
+// The front's engine, as the real Go part gets it at usb4goStart: the stub
+// has no engine of its own either.
+static const struct usb4v_engine_api *engine;
 
 int usb4goStart(uint32_t api_version, struct usb4_go_config *cfg)
 {
-	(void)cfg;
-	return api_version == USB4_GO_API_VERSION ? 0 : ELIBBAD;
+	if (api_version != USB4_GO_API_VERSION || !cfg->engine)
+		return ELIBBAD;
+	engine = cfg->engine;
+	return 0;
 }
 
 int usb4goOpenContext(char *ibdev_name, int cmd_fd, int kind, uint32_t driver_id, uint64_t node_guid,
@@ -207,13 +214,13 @@ static int stub_obj(struct usb4_obj_info *out, int kind, uint32_t num, const str
 	o->kind = kind;
 	if (getenv("USB4_STUB_ENGINE")) {
 		if (kind == 0)
-			o->eng = usb4v_cq_new(&stub_sys, -1, 1, num);
+			o->eng = engine->cq_new(&stub_sys, -1, 1, num);
 		else if (kind == 1)
-			o->eng = usb4v_qp_new(&stub_sys, -1, 1, num, USB4V_QPT_RC, 0, 1, 1, 0,
+			o->eng = engine->qp_new(&stub_sys, -1, 1, num, USB4V_QPT_RC, 0, 1, 1, 0,
 					      stub_engine(req->send_cq), stub_engine(req->recv_cq),
 					      stub_engine(req->srq));
 		else
-			o->eng = usb4v_srq_new(&stub_sys, -1, 1, 1);
+			o->eng = engine->srq_new(&stub_sys, -1, 1, 1);
 		if (!o->eng) {
 			free(o);
 			return ENOMEM;
@@ -234,11 +241,11 @@ static void stub_free_engine(struct stub_obj *o)
 	if (!o->eng)
 		return;
 	if (o->kind == 0)
-		usb4v_cq_free(o->eng);
+		engine->cq_free(o->eng);
 	else if (o->kind == 1)
-		usb4v_qp_free(o->eng, 0);
+		engine->qp_free(o->eng, 0);
 	else
-		usb4v_srq_free(o->eng);
+		engine->srq_free(o->eng);
 }
 
 // USB4_STUB_DESTROY_EIO=1 plays a disassociated device: destroys fail with

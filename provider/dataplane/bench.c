@@ -1,3 +1,5 @@
+//go:build !usb4front
+
 /* The C-only halves of the benchmarks: n operations in one call, so no cgo
  * crossing is counted. */
 #include <errno.h>

@@ -1,3 +1,5 @@
+//go:build !usb4front
+
 package dataplane
 
 /*

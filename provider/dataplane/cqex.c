@@ -1,3 +1,5 @@
+//go:build !usb4front
+
 /*
  * The extended poll API over every backend (engine.h, "The extended poll
  * API"). The contract is rdma-core's ibv_start_poll(3): start_poll returns

@@ -1,3 +1,5 @@
+//go:build !usb4front
+
 /*
  * usb4 mapped CQ ring, ABI 2 (donnerkeule:proto/tbv_cq_shm.h; reference
  * usb4-kernel-and-consumers.md §1.8).

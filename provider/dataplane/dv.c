@@ -1,3 +1,5 @@
+//go:build !usb4front
+
 /*
  * usb4 Direct Verbs send queues, ABI v2 (pleite@eca80ec:userspace/usb4_rdma/
  * usb4_rdma_dv.h; reference usb4-kernel-and-consumers.md §1.9).

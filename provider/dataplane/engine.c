@@ -1,3 +1,5 @@
+//go:build !usb4front
+
 /* Dispatch, object lifecycle and helpers shared by the backends. */
 #include <errno.h>
 #include <stdlib.h>

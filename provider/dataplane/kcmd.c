@@ -1,3 +1,5 @@
+//go:build !usb4front
+
 /* usb4 kernel-command backend: every post and poll is one legacy uverbs
  * write command, encoded as the uverbs core decodes it
  * (linux:drivers/infiniband/core/uverbs_cmd.c ib_uverbs_post_send,

@@ -1,3 +1,5 @@
+//go:build !usb4front
+
 /* Soft-RoCE backend: WQEs written in place into the mapped rings, a
  * zero-WR POST_SEND as the doorbell, completions read from the CQ ring.
  * Field rules follow what kernel 6.1 rdma_rxe reads from rxe_send_wqe

@@ -1,3 +1,5 @@
+//go:build !usb4front
+
 /* ibv_qp_ex work-request builders (engine.h "ibv_qp_ex work-request
  * builders"). Two ways to carry a batch:
  *

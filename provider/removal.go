@@ -32,6 +32,17 @@ import (
 // one IB_EVENT_DEVICE_FATAL, completion channels wake, and the kernel's
 // files are let go so the unregistration can finish.
 
+// Why a poll and not the kernel's RDMA monitor events (issue 25 item 7):
+// kernels since 6.11 multicast RDMA_UNREGISTER_EVENT to the
+// RDMA_NL_GROUP_NOTIFY group, but __ib_unregister_device sends it after
+// disable_device returns (linux:drivers/infiniband/core/device.c,
+// "RDMA/nldev: Add support for RDMA monitoring"), and disable_device is
+// where ib_uverbs_remove_one waits for the files this watcher must let go.
+// For the drivers it exists for, the event would come only after the
+// process released the device, so it cannot start the release. (Joining
+// the group also takes CAP_NET_ADMIN, and in the default shared mode the
+// events go to the initial network namespace only.)
+
 // RemovalPollInterval is how often the watcher lists the devices while at
 // least one watched context is open.
 const RemovalPollInterval = time.Second

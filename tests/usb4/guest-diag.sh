@@ -172,7 +172,18 @@ else fail ibvinfo/doctor_link_speed_10 "no link-trained-down error"; fi
 echo 20 > $TB/cable0/link_speed
 
 # 3. A cable pulled under ib_write_bw: both ends exit with an error, no hang; async
-#    events seen by ibv_asyncwatch on each device.
+#    events seen by ibv_asyncwatch on each device; and the way NCCL, UCX and gloo wait
+#    (tests/reliability/faults.c `waiter`: a thread blocked in ibv_get_async_event, an
+#    epoll loop on the O_NONBLOCK async fd, a thread blocked in ibv_get_cq_event), one
+#    process each on dev0: each wakes, then, still running, holds no fd or mapping of
+#    the device while the module's unregistration completes (issue 25).
+for k in async epoll cqevent; do
+  ( timeout 80 $B/faults waiter $k > /tmp/waiter-$k.log 2>&1; echo $? > /tmp/waiter-$k.rc ) &
+  n=0
+  until grep -q "waiter $k ready" /tmp/waiter-$k.log 2> /dev/null || [ -s /tmp/waiter-$k.rc ]; do
+    n=$((n + 1)); [ $n -ge 300 ] && break; sleep 0.1
+  done
+done
 timeout 70 $B/unsupported --async-watch "$dev0" 60 > /tmp/async0 2>&1 &
 a0=$!
 timeout 70 $B/unsupported --async-watch "$dev1" 60 > /tmp/async1 2>&1 &
@@ -183,6 +194,7 @@ sleep 2
 taskset 2 timeout 90 ib_write_bw -d "$dev1" -x "$gid1" -n 1000000 -s 65536 127.0.0.1 > /tmp/wbw.client 2>&1 &
 cp=$!
 sleep 6
+pulled_at=$(cut -d' ' -f1 /proc/uptime)
 echo 0 > $TB/cable0/plugged
 i=0
 while { kill -0 $cp 2>/dev/null || kill -0 $sp 2>/dev/null; } && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
@@ -205,6 +217,29 @@ else
 fi
 if grep -q ': event ' /tmp/async0 /tmp/async1; then pass faults/cable_pull_async_event
 else fail faults/cable_pull_async_event "no async event on $dev0 or $dev1"; fi
+i=0
+while [ ! -s /tmp/waiter-async.rc ] || [ ! -s /tmp/waiter-epoll.rc ] || [ ! -s /tmp/waiter-cqevent.rc ]; do
+  i=$((i + 1)); [ $i -ge 600 ] && break; sleep 0.1
+done
+for k in async epoll cqevent; do
+  echo "faults waiter $k:"; grep -v '^--- ' /tmp/waiter-$k.log
+  # rel/faults/waiter_<k>_<check> -> usb4/<tree>/faults/cable_pull_waiter_<k>_<check>
+  sed -n "s#^--- \([A-Z]*\): rel/faults/#--- \1: usb4/$tree/faults/cable_pull_#p" /tmp/waiter-$k.log
+  grep -q '^--- FAIL' /tmp/waiter-$k.log && failed=1
+  # Woken within 2 s of the pull (issue 25's bound; the watcher polls once a second).
+  woke=$(sed -n 's/.*woke at uptime \([0-9.]*\) s.*/\1/p' /tmp/waiter-$k.log | head -n 1)
+  if [ -n "$woke" ] && awk -v w="$woke" -v p="$pulled_at" 'BEGIN { exit !(w - p <= 2.0) }'; then
+    pass faults/cable_pull_waiter_${k}_within_2s
+  else
+    fail faults/cable_pull_waiter_${k}_within_2s "pulled at uptime $pulled_at s, woke at ${woke:-never}"
+  fi
+  rc=$(cat /tmp/waiter-$k.rc 2> /dev/null || echo 999)
+  if [ "$rc" -lt 124 ] && grep -q '^--- PASS: rel/faults/waiter_'$k'_woke' /tmp/waiter-$k.log; then
+    pass faults/cable_pull_waiter_${k}_process
+  else
+    fail faults/cable_pull_waiter_${k}_process "faults waiter $k exit $rc (124+: a hang or a signal)"
+  fi
+done
 capture cable-pulled
 cat /tmp/capture/cable-pulled/live.doctor.txt
 

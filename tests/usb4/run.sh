@@ -115,7 +115,7 @@ return $rc
 usb4_diag_boot() {
   local files="$REPO/build/usb4/diag-files" c
   mkdir -p "$files"
-  for c in "$REPO/tests/reliability/badinput.c" "$USB4DIR/unsupported.c"; do
+  for c in "$REPO/tests/reliability/badinput.c" "$REPO/tests/reliability/faults.c" "$USB4DIR/unsupported.c"; do
     gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$files/$(basename "$c" .c)" "$c" -libverbs ||
       { result FAIL "usb4/$1/faults/build" "gcc $(basename "$c")"; return 1; }
   done

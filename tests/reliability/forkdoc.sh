@@ -35,7 +35,7 @@ meta() { sed -n "s/^# $1: //p" "$out" | head -n1 | tr ' ' '\n' | sed -n "s/^$2=/
       st[col, key] = ($2 == "PASS:") ? "pass" : ($2 == "FAIL:") ? "**FAIL**" : "skip"
       cur = key; cc = col; next
     }
-    /^    / && cur != "" && !((cc, cur) in note) { s = $0; sub(/^    /, "", s); gsub(/\|/, "\\|", s); if (length(s) > 220) s = substr(s, 1, 217) "..."; note[cc, cur] = s; next }
+    /^    / && cur != "" && !((cc, cur) in note) { s = $0; sub(/^    /, "", s); gsub(/\|/, "\\|", s); if (length(s) > 240) s = substr(s, 1, 237) "..."; note[cc, cur] = s; next }
     { cur = "" }
     END {
       print "| case | ours | librxe | note (ours) | note (librxe) |"

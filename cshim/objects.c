@@ -254,22 +254,20 @@ int usb4_cq_adopt(void *ibv_cq)
 
 static int srq_adopt(struct usb4_srq *srq)
 {
-	void *pd = getptr(srq->ibv_srq, IBV_SRQ_PD);
-	int err = usb4_pd_adopt(pd);
+	struct usb4_adopt_req req = {.eng = load_eng((void *const *)&srq->eng)};
+	int err = usb4_adopt_req_on_pd(getptr(srq->ibv_srq, IBV_SRQ_PD), &req);
 	if (err)
 		return err;
-	struct usb4_adopt_req req = {.pd = ((struct usb4_pd *)pd)->go, .eng = load_eng((void *const *)&srq->eng)};
 	memcpy(&req.handle, srq->ibv_srq + IBV_SRQ_HANDLE, sizeof(req.handle));
 	return usb4_obj_adopt(getptr(srq->ibv_srq, IBV_SRQ_CONTEXT), &srq->go, &srq->image, USB4_OBJ_SRQ, &req);
 }
 
 static int qp_adopt(struct usb4_qp *qp)
 {
-	void *pd = getptr(qp->verbs_qp, IBV_QP_PD);
-	int err = usb4_pd_adopt(pd);
+	struct usb4_adopt_req req = {.eng = load_eng((void *const *)&qp->eng)};
+	int err = usb4_adopt_req_on_pd(getptr(qp->verbs_qp, IBV_QP_PD), &req);
 	if (err)
 		return err;
-	struct usb4_adopt_req req = {.pd = ((struct usb4_pd *)pd)->go, .eng = load_eng((void *const *)&qp->eng)};
 	memcpy(&req.handle, qp->verbs_qp + IBV_QP_HANDLE, sizeof(req.handle));
 	memcpy(&req.num, qp->verbs_qp + IBV_QP_QP_NUM, sizeof(req.num));
 	memcpy(&req.type, qp->verbs_qp + IBV_QP_QP_TYPE, sizeof(req.type));
@@ -278,10 +276,10 @@ static int qp_adopt(struct usb4_qp *qp)
 
 static int ah_adopt(struct usb4_ah *ah)
 {
-	int err = usb4_pd_adopt(ah->eng.ibv_ah.pd);
+	struct usb4_adopt_req req = {.handle = ah->eng.ibv_ah.handle};
+	int err = usb4_adopt_req_on_pd(ah->eng.ibv_ah.pd, &req);
 	if (err)
 		return err;
-	struct usb4_adopt_req req = {.pd = ((struct usb4_pd *)ah->eng.ibv_ah.pd)->go, .handle = ah->eng.ibv_ah.handle};
 	return usb4_obj_adopt(ah->eng.ibv_ah.context, &ah->go, &ah->image, USB4_OBJ_AH, &req);
 }
 

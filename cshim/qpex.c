@@ -445,10 +445,9 @@ static int usb4_dealloc_mw(void *ibv_mw)
 	struct usb4_mw *mw = ibv_mw;
 	if (usb4_in_fork_child(USB4_CTX_OF(ibv_mw), "dealloc_mw"))
 		return usb4_errno(ENOSYS);
-	void *pd = rdptr(mw->ibv_mw, IBV_MW_PD);
-	int err = usb4_pd_adopt(pd);
+	struct usb4_adopt_req req = {0};
+	int err = usb4_adopt_req_on_pd(rdptr(mw->ibv_mw, IBV_MW_PD), &req);
 	if (!err) {
-		struct usb4_adopt_req req = {.pd = ((struct usb4_pd *)pd)->go};
 		memcpy(&req.handle, mw->ibv_mw + IBV_MW_HANDLE, sizeof(req.handle));
 		memcpy(&req.rkey, mw->ibv_mw + IBV_MW_RKEY, sizeof(req.rkey));
 		memcpy(&req.type, mw->ibv_mw + IBV_MW_TYPE, sizeof(req.type));

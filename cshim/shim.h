@@ -648,6 +648,9 @@ int usb4_obj_adopt(void *ibv_ctx, uintptr_t *go, unsigned *image, enum usb4_obj_
 // usb4_obj_adopt for a PD (verbs.c) and a CQ (objects.c): 0 or an errno.
 int usb4_pd_adopt(void *ibv_pd);
 int usb4_cq_adopt(void *ibv_cq);
+// For an object on ibv_pd (MR, QP, SRQ, AH, MW): adopts the PD, then
+// starts *req with the PD's Go handle (verbs.c). 0 or an errno.
+int usb4_adopt_req_on_pd(void *ibv_pd, struct usb4_adopt_req *req);
 // context.c: the process image whose Go part serves ibv_ctx.
 unsigned usb4_ctx_image(void *ibv_ctx);
 // context.c: a context an earlier image opened gets a Go context of this

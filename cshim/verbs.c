@@ -167,6 +167,14 @@ int usb4_pd_adopt(void *ibv_pd)
 	return usb4_obj_adopt(USB4_CTX_OF(ibv_pd), &pd->go, &pd->image, USB4_OBJ_PD, &req);
 }
 
+int usb4_adopt_req_on_pd(void *ibv_pd, struct usb4_adopt_req *req)
+{
+	int err = usb4_pd_adopt(ibv_pd);
+	if (!err)
+		req->pd = ((struct usb4_pd *)ibv_pd)->go;
+	return err;
+}
+
 static int usb4_dealloc_pd(void *ibv_pd)
 {
 	struct usb4_pd *pd = ibv_pd;
@@ -271,10 +279,10 @@ static int mr_adopt(struct usb4_mr *mr)
 {
 	void *pd;
 	memcpy(&pd, mr->verbs_mr + IBV_MR_PD, sizeof(pd));
-	int err = usb4_pd_adopt(pd);
+	struct usb4_adopt_req req = {0};
+	int err = usb4_adopt_req_on_pd(pd, &req);
 	if (err)
 		return err;
-	struct usb4_adopt_req req = {.pd = ((struct usb4_pd *)pd)->go};
 	memcpy(&req.handle, mr->verbs_mr + IBV_MR_HANDLE, sizeof(req.handle));
 	memcpy(&req.lkey, mr->verbs_mr + IBV_MR_LKEY, sizeof(req.lkey));
 	memcpy(&req.rkey, mr->verbs_mr + IBV_MR_RKEY, sizeof(req.rkey));

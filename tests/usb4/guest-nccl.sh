@@ -24,6 +24,18 @@ case $tree in
   pleite-main) known="pleite-main:kernel/ibdev.c:6537 and :7270 build the RECV_RDMA_WITH_IMM ib_wc without byte_len" ;;
   *) known="" ;;
 esac
+# Every tree lands an RDMA WRITE with a CPU copy of the payload, not in address order as a
+# NIC's DMA does: a CTS entry's last word (idx) can be seen before the rest (seen through both
+# providers, docs/nccl-pattern.md). Such a case SKIPs with this citation; NCCL would stop there.
+case $tree in
+  hellas-main) torn="hellas-main:kernel/ibdev.c:6581" ;;
+  hellas-gda-v2) torn="hellas-gda-v2:kernel/ibdev.c:6744" ;;
+  pleite-gda) torn="pleite-gda:kernel/ibdev.c:6808" ;;
+  pleite-gda-8099446) torn="pleite-gda-8099446:kernel/ibdev.c:8091" ;;
+  pleite-main) torn="pleite-main:kernel/ibdev.c:5742" ;;
+  *) torn="" ;;
+esac
+[ -n "$torn" ] && torn="$torn tbv_umem_copy_to_iova copies the write into the target with the CPU, so the CTS entry's last word arrived before the rest"
 
 # run LABEL LINE_PREFIX ENV...: one pass over the cases with the provider ENV selects, pinned
 # to one vCPU (one process drives both hosts' devices); the exit status is ncclpattern's.
@@ -34,6 +46,7 @@ run() {
     --name-prefix "usb4/$tree/nccl/" --line-prefix "$lp"
   [ -n "${NCCL_CASES:-}" ] && set -- "$@" --cases "$NCCL_CASES"
   [ -n "$known" ] && set -- "$@" --byte-len-zero-known "$known"
+  [ -n "$torn" ] && set -- "$@" --cts-torn-known "$torn"
   rm -f /tmp/nccl.$label.rc
   { "$@" "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" 2>&1; echo $? > /tmp/nccl.$label.rc; } |
     tee /tmp/nccl.$label.out

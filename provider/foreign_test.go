@@ -11,20 +11,9 @@ import (
 // them (they are the parent's: rdma-core's child closes only its fd copies).
 func TestForeignObjectsGoToTheKernelAndStayTheParents(t *testing.T) {
 	k := newFakeKernel()
-	parent := openFake(t, k, rxe)
-	defer parent.Close()
-	pd, err := parent.AllocPD()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cq, err := parent.CreateCQ(CQAttr{CQE: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	qp := fakeQP(t, k, QPTypeRC, QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1})
+	pd, cq := qp.PD(), qp.InitAttr().SendCQ
+	parent := pd.Context()
 
 	child, err := newContextAdopted(k, parent.info, parent.CmdFD())
 	if err != nil {

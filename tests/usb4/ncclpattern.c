@@ -23,8 +23,9 @@
 //     --cts-torn-known CITATION
 //                     the tree's module is known to land an RDMA WRITE's bytes
 //                     out of address order: a CTS entry whose last word (idx)
-//                     arrived before the rest ends its case as a SKIP with
-//                     CITATION instead of a FAIL (NCCL would stop there too)
+//                     arrived while each wrong field still reads 0 (not yet
+//                     landed) ends its case as a SKIP with CITATION instead
+//                     of a FAIL (NCCL would stop there too)
 //
 // Output: one "--- PASS/FAIL/SKIP: ncclpattern/<case> (<s>s)" line per case,
 // with "    note: ..." lines (what failed first, counts). Exit 0 when no case
@@ -549,10 +550,19 @@ static int isend(struct run *u)
 	struct msg *m = msg_of(u, i);
 	struct fifo_entry *e = c->cts[slot];
 	for (int r = 0; r < k->nreqs; r++) {
-		if (e[r].addr != (uint64_t)(uintptr_t)rbuf_of(c, u->o->window, i, r) || e[r].rkeys[0] != c->mr_r->rkey ||
-		    e[r].size != k->cap || e[r].nreqs != (uint32_t)k->nreqs || e[r].tag != (uint32_t)(0x100 + r)) {
-			// cts_arrived saw this entry's idx: the rest landed after it.
-			if (!u->r->failed && u->o->cts_torn_known)
+		uint64_t addr = (uint64_t)(uintptr_t)rbuf_of(c, u->o->window, i, r);
+		uint32_t tag = (uint32_t)(0x100 + r);
+		if (e[r].addr != addr || e[r].rkeys[0] != c->mr_r->rkey || e[r].size != k->cap ||
+		    e[r].nreqs != (uint32_t)k->nreqs || e[r].tag != tag) {
+			// Torn: cts_arrived saw this entry's idx, and every field that
+			// differs still holds what the fifo held before the write
+			// landed (zero: the fifo starts zeroed, and a reused slot's
+			// old rkey, nreqs and tag are the same as the new ones). Any
+			// other wrong value is not the torn copy.
+			int torn = (e[r].addr == addr || !e[r].addr) && (e[r].rkeys[0] == c->mr_r->rkey || !e[r].rkeys[0]) &&
+				   (e[r].size == k->cap || !e[r].size) && (e[r].nreqs == (uint32_t)k->nreqs || !e[r].nreqs) &&
+				   (e[r].tag == tag || !e[r].tag);
+			if (!u->r->failed && u->o->cts_torn_known && torn)
 				u->r->torn = 1;
 			failf(u->r, "msg %" PRIu64 ": CTS entry %d arrived wrong (addr %#" PRIx64 " rkey %#x size %" PRIu64 " nreqs %u tag %#x)",
 			      i, r, e[r].addr, e[r].rkeys[0], e[r].size, e[r].nreqs, e[r].tag);

@@ -6,7 +6,7 @@ rc=0
 port=18600
 echo "# sig: kernel=$USB4VERBS_KERNEL userland=$USB4VERBS_USERLAND qperf=$(qperf --version 2>&1 | head -n1 | tr ' ' '_')"
 
-SIG_CASES=${SIG_CASES:-@SIG_CASES@}
+SIG_CASES=${SIG_CASES:-'@SIG_CASES@'}
 want() { [ -z "$SIG_CASES" ] || echo "$1" | grep -Eq "$SIG_CASES"; }
 
 # verdict PROV CASE OUTCOME SECONDS OUTFILE: prints the case's lines; ours fails on a Go

@@ -68,6 +68,7 @@ image_build() {
     printf 'TEST_TIMEOUT_MIN=%s\nKILL_AFTER_S=%s\n' "$TEST_TIMEOUT_MIN" $((TEST_TIMEOUT_MIN * 60 + 30))
     printf "GUEST_SCRIPT='%s'\n" "$script"
     printf "TEST_RUN='%s'\n" "${VM_TEST_RUN:-}"
+    printf "GUEST_ENV='%s'\n" "${VM_GUEST_ENV:-}"
     if [[ -n ${USB4_TREE:-} ]]; then
       printf "MODE=usb4\nUSB4_TREE='%s'\nUSB4_KO_NAMES='%s'\n" "$USB4_TREE" "${USB4_KO_NAMES[*]}"
       printf "USB4_TBLOOP_PARAMS='%s'\nUSB4_TBV_PARAMS='%s'\n" "$USB4_TBLOOP_PARAMS" "$USB4_TBV_PARAMS"

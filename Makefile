@@ -6,6 +6,9 @@ export CACHE
 export GOMODCACHE := $(CACHE)/gomod
 export GOFLAGS := -modcacherw -buildvcs=false
 export PATH := $(CACHE)/bin:$(PATH)
+# cgo packages include headers from other directories, which Go's build cache does not
+# key on: their hash goes into CGO_CFLAGS, which it does (scripts/cgo-headers.sh).
+export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g) $(shell scripts/cgo-headers.sh)
 
 BUILD := build
 # Packages whose tests need a real RDMA kernel; `make vmtest` builds their test

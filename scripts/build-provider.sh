@@ -50,5 +50,8 @@ while [[ $# -gt 0 ]]; do
     *) goflags+=("$1"); shift ;;
   esac
 done
+# The headers' hash in CGO_CFLAGS: a header change rebuilds the Go part (cgo-headers.sh).
+hdrs=$("$repo/scripts/cgo-headers.sh")
+[[ " ${CGO_CFLAGS:-} " == *" $hdrs "* ]] || export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} $hdrs"
 (cd "$repo" && go build "${goflags[@]}" -tags "$tags" -buildmode=c-shared -o "$out/libusb4_rdma-go.so" ./cshim/gopart)
 rm -f "$out/libusb4_rdma-go.h"

@@ -6,6 +6,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=build/logs
+# The C headers' hash in CGO_CFLAGS, as the Makefile sets it (scripts/cgo-headers.sh).
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} $(scripts/cgo-headers.sh)"
 rm -rf "$LOGS"; mkdir -p "$LOGS"
 
 # checkout/clean: the state of the checkout (scripts/checkout-state.sh) after each stage

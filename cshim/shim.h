@@ -437,9 +437,10 @@ struct usb4_open_info {
 // Bump USB4_GO_API_VERSION whenever an entry below or a struct it takes
 // changes: a front and a Go part from different builds then refuse each
 // other (usb4goStart) instead of misreading arguments.
-#define USB4_GO_API_VERSION 4
+#define USB4_GO_API_VERSION 5
 // What the Go part takes over from the front at start (settings.c).
-// Version 3 added dv_send, version 4 usb4goAdoptObject and engine.
+// Version 3 added dv_send, version 4 usb4goAdoptObject and engine, version 5
+// the removal record's entries in engine (provider/dataplane/engine_api.h).
 struct usb4_go_config {
 	bool force_kernel_commands;
 	bool dv_send;

@@ -106,8 +106,11 @@ func usb4goOpenContext(name *C.char, cmdFD C.int, kind C.int, driverID C.uint32_
 	if err != nil {
 		return errnoOf(err)
 	}
+	if err := openEngineDev(ctx); err != nil {
+		_ = ctx.Close()
+		return errnoOf(err)
+	}
 	info.handle = C.uintptr_t(handles.add(nil, ctx))
-	ctx.WatchRemoval(func() { markEngineGone(ctx) })
 	info.async_fd = C.int(ctx.AsyncFD())
 	info.num_comp_vectors = C.uint32_t(ctx.NumCompVectors())
 	info.core_support = C.uint64_t(ctx.CoreSupport())
@@ -132,8 +135,11 @@ func usb4goAdoptContext(name *C.char, cmdFD, asyncFD C.int, kind C.int, driverID
 	if err != nil {
 		return errnoOf(err)
 	}
+	if err := openEngineDev(ctx); err != nil {
+		_ = ctx.Close()
+		return errnoOf(err)
+	}
 	*handle = C.uintptr_t(handles.add(nil, ctx))
-	ctx.WatchRemoval(func() { markEngineGone(ctx) })
 	return 0
 }
 

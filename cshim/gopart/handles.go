@@ -87,16 +87,3 @@ func lookup[T any](h C.uintptr_t) (T, bool) {
 	t, ok := v.(T)
 	return t, ok
 }
-
-// eachOwnedBy calls fn for every object owned by ctx, with the table locked:
-// a destroy removes its handle before it gives the engine object up, so an
-// object fn sees is not freed while fn runs.
-func (t *handleTable) eachOwnedBy(ctx *provider.Context, fn func(v any)) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, e := range t.objs {
-		if e.owner == ctx {
-			fn(e.v)
-		}
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -65,59 +66,63 @@ func closeContext(ctx *provider.Context) {
 		}
 	}
 	_ = ctx.Close()
+	closeEngineDev(ctx)
 }
 
-// markEngineGone stops the data path of every object of ctx: the device was
-// removed (provider/removal.go), so posts and polls answer EIO from now on,
-// without reaching the command fd or the rings. Then the rings the engine
-// mapped from the command fd become anonymous memory, so they stop holding
-// the kernel's file. Lock order (docs/DESIGN.md): this runs holding no
-// context lock; it holds the handle table only around calls that wait for
-// nothing (atomic marks, trylock), because a thread holding an engine lock
-// may call a verb, which takes the handle table. A ring whose object is held
-// (an rxe start_poll holder, a resize) is retried, with the table released
-// in between, for up to two seconds.
-func markEngineGone(ctx *provider.Context) {
-	handles.eachOwnedBy(ctx, func(v any) {
-		switch e := v.(type) {
-		case *cqEntry:
-			if e.dp != nil {
-				e.dp.MarkGone()
-			}
-		case *qpEntry:
-			if e.dp != nil {
-				e.dp.MarkGone()
-			}
-		case *srqEntry:
-			if e.dp != nil {
-				e.dp.MarkGone()
-			}
-		}
-	})
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
-		busy := false
-		handles.eachOwnedBy(ctx, func(v any) {
-			switch e := v.(type) {
-			case *cqEntry:
-				if e.dp != nil && !e.dp.ReleaseMaps() {
-					busy = true
-				}
-			case *qpEntry:
-				if e.dp != nil {
-					e.dp.ReleaseMaps()
-				}
-			case *srqEntry:
-				if e.dp != nil && !e.dp.ReleaseMaps() {
-					busy = true
-				}
-			}
-		})
-		if !busy {
-			return
-		}
+// engineDevs holds each open context's removal record in the engine: its
+// CQs, QPs and SRQs join it when made, and the removal stops them through it
+// alone. Its lock is a leaf (a map access under it, nothing else).
+var engineDevs = engineDevTable{m: map[*provider.Context]*dataplane.Dev{}}
+
+type engineDevTable struct {
+	mu sync.Mutex
+	m  map[*provider.Context]*dataplane.Dev
+}
+
+// openEngineDev makes ctx's record and hands the removal watcher the one
+// call that stops ctx's data path.
+func openEngineDev(ctx *provider.Context) error {
+	dev, err := dataplane.NewDev()
+	if err != nil {
+		return err
+	}
+	engineDevs.mu.Lock()
+	engineDevs.m[ctx] = dev
+	engineDevs.mu.Unlock()
+	name := ctx.Device().Name
+	ctx.WatchRemoval(func() { removeEngine(name, dev) })
+	return nil
+}
+
+// of is ctx's record (nil, which joins nothing, for a context of none).
+func (t *engineDevTable) of(ctx *provider.Context) *dataplane.Dev {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[ctx]
+}
+
+// closeEngineDev drops ctx's record, after its objects are freed.
+func closeEngineDev(ctx *provider.Context) {
+	engineDevs.mu.Lock()
+	dev := engineDevs.m[ctx]
+	delete(engineDevs.m, ctx)
+	engineDevs.mu.Unlock()
+	if dev != nil {
+		dev.Close()
+	}
+}
+
+// removeEngine stops the data path of every object of the removed device's
+// context (provider/removal.go calls it, holding no lock): posts and polls
+// answer EIO from now on, without reaching the command fd or the rings, and
+// the rings the engine mapped from the command fd become anonymous memory,
+// so they stop holding the kernel's file. A ring whose object is held (an
+// rxe start_poll holder, a resize) is tried again a millisecond later, for
+// up to two seconds (docs/DESIGN.md, "Lock order").
+func removeEngine(name string, dev *dataplane.Dev) {
+	for deadline := time.Now().Add(2 * time.Second); dev.Remove() > 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "libusb4_rdma: %s: a CQ or SRQ stayed held for 2 s after the removal; its ring stays mapped until it is destroyed\n",
-				ctx.Device().Name)
+			fmt.Fprintf(os.Stderr, "libusb4_rdma: %s: a CQ or SRQ stayed held for 2 s after the removal; its ring stays mapped until it is destroyed\n", name)
 			return
 		}
 	}
@@ -156,6 +161,7 @@ func usb4goCreateCQ(h C.uintptr_t, cqe, channelFD, compVector C.int, userHandle 
 		destroyCQ(e)
 		return errnoOf(err)
 	}
+	e.dp.Join(engineDevs.of(ctx))
 	out._go = C.uintptr_t(handles.add(ctx, e))
 	out.handle = C.uint32_t(cq.Handle())
 	out.num = C.uint32_t(cq.CQE())
@@ -359,6 +365,7 @@ func usb4goCreateQP(h C.uintptr_t, req *C.struct_usb4_qp_req, out *C.struct_usb4
 		return errnoOf(err)
 	}
 	capToC(granted, &req.cap)
+	dp.Join(engineDevs.of(ctx))
 	out._go = C.uintptr_t(handles.add(ctx, &qpEntry{qp: qp, dp: dp}))
 	out.handle = C.uint32_t(qp.Handle())
 	out.num = C.uint32_t(qp.QPN())
@@ -530,6 +537,7 @@ func usb4goCreateSRQ(h C.uintptr_t, userHandle C.uint64_t, attr *C.struct_usb4_i
 	// Report the granted sizes back, as rdma-core providers do.
 	attr.max_wr = C.uint32_t(granted.MaxWR)
 	attr.max_sge = C.uint32_t(granted.MaxSGE)
+	dp.Join(engineDevs.of(ctx))
 	out._go = C.uintptr_t(handles.add(ctx, &srqEntry{srq: srq, dp: dp}))
 	out.handle = C.uint32_t(srq.Handle())
 	out.eng = dp.CPtr()

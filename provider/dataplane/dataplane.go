@@ -268,8 +268,8 @@ func (cq *CQ) Disown() {
 // MarkGone makes every later poll return EIO and arming fail with EIO: the
 // device was removed. It takes no lock and waits for no poller or resize
 // (docs/DESIGN.md, "Lock order"); the caller keeps the C object from being
-// freed meanwhile (cshim's handle table: a destroy retires the handle
-// before the object goes).
+// freed meanwhile. The provider's removal goes through the context's record
+// (Dev.Remove), which does this for every joined object.
 func (cq *CQ) MarkGone() {
 	C.usb4v_cq_mark_gone(cq.gone)
 }
@@ -300,16 +300,27 @@ func (cq *CQ) Close() {
 // copy of the object, which the front drives as before. The caller frees
 // it only after a destroy (Disown, then cshim's objects.c), never with
 // Close: it is the parent's.
+// The child's copy forgets the parent's removal record (Dev) without
+// touching it: the child's removals are its own contexts'.
 func AdoptCQ(p unsafe.Pointer) *CQ {
 	c := (*C.struct_usb4v_cq)(p)
+	C.usb4v_cq_forget_dev(c)
 	return &CQ{c: c, gone: c}
 }
 
 // AdoptQP: see AdoptCQ.
-func AdoptQP(p unsafe.Pointer) *QP { return &QP{c: (*C.struct_usb4v_qp)(p)} }
+func AdoptQP(p unsafe.Pointer) *QP {
+	c := (*C.struct_usb4v_qp)(p)
+	C.usb4v_qp_forget_dev(c)
+	return &QP{c: c}
+}
 
 // AdoptSRQ: see AdoptCQ.
-func AdoptSRQ(p unsafe.Pointer) *SRQ { return &SRQ{c: (*C.struct_usb4v_srq)(p)} }
+func AdoptSRQ(p unsafe.Pointer) *SRQ {
+	c := (*C.struct_usb4v_srq)(p)
+	C.usb4v_srq_forget_dev(c)
+	return &SRQ{c: c}
+}
 
 // SRQ is a shared receive queue's data-path object.
 type SRQ struct {

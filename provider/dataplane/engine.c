@@ -2,6 +2,7 @@
 
 /* Dispatch, object lifecycle and helpers shared by the backends. */
 #include <errno.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -557,6 +558,164 @@ int usb4v_srq_release_maps(struct usb4v_srq *srq)
 	return 0;
 }
 
+/* ---- the removal record ---- */
+
+struct usb4v_dev *usb4v_dev_new(void)
+{
+	struct usb4v_dev *dev = calloc(1, sizeof(*dev));
+	if (!dev)
+		return NULL;
+	if (pthread_mutex_init(&dev->mu, NULL)) {
+		free(dev);
+		return NULL;
+	}
+	dev->refs = 1;
+	dev->objs.prev = dev->objs.next = &dev->objs;
+	dev->objs.kind = USB4V_DEV_HEAD;
+	return dev;
+}
+
+/* Drops one reference; called with dev->mu held, unlocks it. */
+static void dev_unref_unlock(struct usb4v_dev *dev)
+{
+	int last = --dev->refs == 0;
+	pthread_mutex_unlock(&dev->mu);
+	if (last) {
+		pthread_mutex_destroy(&dev->mu);
+		free(dev);
+	}
+}
+
+void usb4v_dev_put(struct usb4v_dev *dev)
+{
+	if (!dev)
+		return;
+	pthread_mutex_lock(&dev->mu);
+	dev_unref_unlock(dev);
+}
+
+static void mark_gone(struct usb4v_dev_link *l);
+static int release_maps(struct usb4v_dev_link *l);
+
+static void dev_join(struct usb4v_dev_link *l, int kind, struct usb4v_dev *dev)
+{
+	if (!dev || l->dev)
+		return;
+	pthread_mutex_lock(&dev->mu);
+	l->kind = kind;
+	l->dev = dev;
+	l->prev = dev->objs.prev;
+	l->next = &dev->objs;
+	dev->objs.prev->next = l;
+	dev->objs.prev = l;
+	dev->refs++;
+	/* Made while the removal ran: it missed this one. */
+	if (__atomic_load_n(&dev->gone, __ATOMIC_ACQUIRE)) {
+		mark_gone(l);
+		release_maps(l);
+	}
+	pthread_mutex_unlock(&dev->mu);
+}
+
+static void dev_leave(struct usb4v_dev_link *l)
+{
+	struct usb4v_dev *dev = l->dev;
+	if (!dev)
+		return;
+	pthread_mutex_lock(&dev->mu);
+	l->prev->next = l->next;
+	l->next->prev = l->prev;
+	l->prev = l->next = NULL;
+	l->dev = NULL;
+	dev_unref_unlock(dev);
+}
+
+void usb4v_cq_join(struct usb4v_cq *cq, struct usb4v_dev *dev)
+{
+	if (cq)
+		dev_join(&cq->dev_link, USB4V_DEV_CQ, dev);
+}
+
+void usb4v_qp_join(struct usb4v_qp *qp, struct usb4v_dev *dev)
+{
+	if (qp)
+		dev_join(&qp->dev_link, USB4V_DEV_QP, dev);
+}
+
+void usb4v_srq_join(struct usb4v_srq *srq, struct usb4v_dev *dev)
+{
+	if (srq)
+		dev_join(&srq->dev_link, USB4V_DEV_SRQ, dev);
+}
+
+void usb4v_cq_forget_dev(struct usb4v_cq *cq)
+{
+	if (cq)
+		cq->dev_link.dev = NULL;
+}
+
+void usb4v_qp_forget_dev(struct usb4v_qp *qp)
+{
+	if (qp)
+		qp->dev_link.dev = NULL;
+}
+
+void usb4v_srq_forget_dev(struct usb4v_srq *srq)
+{
+	if (srq)
+		srq->dev_link.dev = NULL;
+}
+
+/* The objects embed their link: the object from its link. */
+#define LINK_OWNER(l, type) ((type *)(void *)((char *)(l) - offsetof(type, dev_link)))
+
+static void mark_gone(struct usb4v_dev_link *l)
+{
+	switch (l->kind) {
+	case USB4V_DEV_CQ:
+		usb4v_cq_mark_gone(LINK_OWNER(l, struct usb4v_cq));
+		break;
+	case USB4V_DEV_QP:
+		usb4v_qp_mark_gone(LINK_OWNER(l, struct usb4v_qp));
+		break;
+	case USB4V_DEV_SRQ:
+		usb4v_srq_mark_gone(LINK_OWNER(l, struct usb4v_srq));
+		break;
+	}
+}
+
+static int release_maps(struct usb4v_dev_link *l)
+{
+	switch (l->kind) {
+	case USB4V_DEV_CQ:
+		return usb4v_cq_release_maps(LINK_OWNER(l, struct usb4v_cq));
+	case USB4V_DEV_QP:
+		usb4v_qp_release_maps(LINK_OWNER(l, struct usb4v_qp));
+		return 0;
+	case USB4V_DEV_SRQ:
+		return usb4v_srq_release_maps(LINK_OWNER(l, struct usb4v_srq));
+	}
+	return 0;
+}
+
+int usb4v_dev_remove(struct usb4v_dev *dev)
+{
+	int busy = 0;
+	if (!dev)
+		return 0;
+	pthread_mutex_lock(&dev->mu);
+	__atomic_store_n(&dev->gone, 1, __ATOMIC_RELEASE);
+	/* Every object stops first, then the mappings go: a poller that
+	 * still holds one CQ finds the others already failing. */
+	for (struct usb4v_dev_link *l = dev->objs.next; l != &dev->objs; l = l->next)
+		mark_gone(l);
+	for (struct usb4v_dev_link *l = dev->objs.next; l != &dev->objs; l = l->next)
+		if (release_maps(l))
+			busy++;
+	pthread_mutex_unlock(&dev->mu);
+	return busy;
+}
+
 /* ---- lifecycle ---- */
 
 struct usb4v_cq *usb4v_cq_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t cqe)
@@ -635,6 +794,7 @@ void usb4v_cq_free(struct usb4v_cq *cq)
 {
 	if (!cq)
 		return;
+	dev_leave(&cq->dev_link);
 	usb4v_rxe_ring_release(cq->sys, &cq->rxe);
 	if (cq->shm.hdr)
 		cq->sys->munmap(cq->sys->ctx, cq->shm.hdr, cq->shm.map_len);
@@ -708,6 +868,7 @@ void usb4v_srq_free(struct usb4v_srq *srq)
 {
 	if (!srq)
 		return;
+	dev_leave(&srq->dev_link);
 	usb4v_rxe_ring_release(srq->sys, &srq->rq);
 	pthread_mutex_destroy(&srq->lock);
 	free(srq);
@@ -787,6 +948,7 @@ static void qp_release(struct usb4v_qp *qp, uint32_t driver_id, int destroy_queu
 {
 	if (!qp)
 		return;
+	dev_leave(&qp->dev_link);
 	if (qp->dv) {
 		if (destroy_queue) {
 			struct usb4v_ib_uverbs_attr a = {

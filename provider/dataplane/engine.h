@@ -261,8 +261,36 @@ struct usb4v_dv {
 	int refusal_logged;         /* one EOPNOTSUPP log line per QP */
 };
 
+/* An engine object's place in its context's removal record (struct
+ * usb4v_dev): a circular list under dev->mu. dev is NULL while the object
+ * belongs to no record (not joined yet, left, or a fork() parent's). */
+struct usb4v_dev_link {
+	struct usb4v_dev_link *prev, *next;
+	struct usb4v_dev *dev;
+	int kind; /* USB4V_DEV_CQ, _QP, _SRQ */
+};
+
+enum { USB4V_DEV_HEAD, USB4V_DEV_CQ, USB4V_DEV_QP, USB4V_DEV_SRQ };
+
+/* One per context: where device removal finds the context's data-path
+ * objects, and whether it happened (docs/DESIGN.md, "Locks and device
+ * removal"). An object joins when the control path made it and leaves when
+ * it is freed, both under mu; the removal takes mu and, under it, only
+ * stores atomics and trylocks object locks, so mu is a leaf: no thread
+ * waits for another lock while holding it. The context holds one reference
+ * and every joined object one, so an object freed after its context closed
+ * (objects.c frees a destroyed CQ once its events are acknowledged) still
+ * leaves a valid record. */
+struct usb4v_dev {
+	pthread_mutex_t mu;
+	int gone;      /* atomic: the device was removed */
+	unsigned refs; /* under mu */
+	struct usb4v_dev_link objs;
+};
+
 struct usb4v_cq {
 	int backend;
+	struct usb4v_dev_link dev_link;
 	const struct usb4v_sys *sys;
 	int cmd_fd;
 	uint32_t handle;
@@ -321,6 +349,7 @@ enum {
 
 struct usb4v_srq {
 	int backend;
+	struct usb4v_dev_link dev_link;
 	const struct usb4v_sys *sys;
 	int cmd_fd;
 	uint32_t handle;
@@ -335,6 +364,7 @@ struct usb4v_srq {
 
 struct usb4v_qp {
 	int send_backend;
+	struct usb4v_dev_link dev_link;
 	int recv_backend;
 	const struct usb4v_sys *sys;
 	int cmd_fd;
@@ -486,6 +516,29 @@ void usb4v_qp_free(struct usb4v_qp *qp, uint32_t driver_id);
 /* The same after a successful DESTROY_QP: no DESTROY_QUEUE (the kernel tore
  * the queue down, and the handle may already be another QP's). */
 void usb4v_qp_free_destroyed(struct usb4v_qp *qp);
+
+/* A context's removal record, with the context's reference; NULL on
+ * ENOMEM. usb4v_dev_put drops a reference (the context's at close); the
+ * last one frees the record. */
+struct usb4v_dev *usb4v_dev_new(void);
+void usb4v_dev_put(struct usb4v_dev *dev);
+/* The object joins dev's record (once, right after the control path made
+ * it): from then on the removal finds it, until its free leaves. Joining a
+ * record whose device is gone marks the object gone at once. */
+void usb4v_cq_join(struct usb4v_cq *cq, struct usb4v_dev *dev);
+void usb4v_qp_join(struct usb4v_qp *qp, struct usb4v_dev *dev);
+void usb4v_srq_join(struct usb4v_srq *srq, struct usb4v_dev *dev);
+/* A fork() child's copy of a parent's object forgets the parent's record
+ * without touching it (its lock may have been held at the fork): the
+ * child's removal is not the parent's. */
+void usb4v_cq_forget_dev(struct usb4v_cq *cq);
+void usb4v_qp_forget_dev(struct usb4v_qp *qp);
+void usb4v_srq_forget_dev(struct usb4v_srq *srq);
+/* The device was removed: marks dev gone and every joined object gone
+ * (mark_gone below), then releases their mappings (release_maps below).
+ * Returns how many objects were held (EBUSY from release_maps): call again
+ * later, holding none of the locks a verb takes, until it returns 0. */
+int usb4v_dev_remove(struct usb4v_dev *dev);
 
 /* The device was removed (provider/removal.go): from now on posts return
  * EIO with *bad_wr at the first WR, poll_cq -EIO, req_notify_cq EIO. Safe

@@ -76,6 +76,15 @@
 	V(qp_set_state, (struct usb4v_qp * qp, int state), (qp, state))                                      \
 	V(qp_free, (struct usb4v_qp * qp, uint32_t driver_id), (qp, driver_id))                              \
 	V(qp_free_destroyed, (struct usb4v_qp * qp), (qp))                                                   \
+	R(struct usb4v_dev *, dev_new, (void), ())                                                           \
+	V(dev_put, (struct usb4v_dev * dev), (dev))                                                          \
+	V(cq_join, (struct usb4v_cq * cq, struct usb4v_dev *dev), (cq, dev))                                 \
+	V(qp_join, (struct usb4v_qp * qp, struct usb4v_dev *dev), (qp, dev))                                 \
+	V(srq_join, (struct usb4v_srq * srq, struct usb4v_dev *dev), (srq, dev))                             \
+	V(cq_forget_dev, (struct usb4v_cq * cq), (cq))                                                       \
+	V(qp_forget_dev, (struct usb4v_qp * qp), (qp))                                                       \
+	V(srq_forget_dev, (struct usb4v_srq * srq), (srq))                                                   \
+	R(int, dev_remove, (struct usb4v_dev * dev), (dev))                                                  \
 	V(cq_mark_gone, (struct usb4v_cq * cq), (cq))                                                        \
 	V(qp_mark_gone, (struct usb4v_qp * qp), (qp))                                                        \
 	V(srq_mark_gone, (struct usb4v_srq * srq), (srq))                                                    \

@@ -11,8 +11,11 @@
  *     end, a new ring each time);
  *   - "the kernel": consumes the SQ and writes a completion into CQ B for
  *     each WQE, through the ring indices only, as rxe does;
- *   - the removal (provider/removal.go's order): mark every object gone, then
- *     release the rings, retrying while a holder has the CQ.
+ *   - a churner: CQs made, joined to the context's removal record, polled and
+ *     freed over and over (an application creating and destroying CQs);
+ *   - the removal, through the record (usb4v_dev_remove, as the Go part's
+ *     removeEngine calls it): every joined object marked gone, then the rings
+ *     released, called again while a holder has a CQ.
  * The rings live in anonymous memory the fake system calls hand out.
  * ThreadSanitizer reports a data race or a lock-order inversion on stderr
  * and makes the exit status 66; the program itself checks that the removal
@@ -81,8 +84,9 @@ static const struct usb4v_sys fake_sys = {
 
 static struct usb4v_cq *cq_a, *cq_b;
 static struct usb4v_qp *qp;
+static struct usb4v_dev *dev;
 static atomic_bool stop, gone;
-static atomic_long polled, posted, resized;
+static atomic_long polled, posted, resized, churned, churned_gone;
 static uint64_t sq_off, cq_off;
 static char buf[64];
 
@@ -165,19 +169,49 @@ static void *kernel_side(void *arg)
 	return NULL;
 }
 
-/* provider/removal.go's order: the gone marks (no lock), then the rings
- * (trylock; come back while a holder has the CQ). */
+/* CQs that join the record and leave it while everything else runs; one
+ * that joined after the removal must answer -EIO at once. */
+static void *churner(void *arg)
+{
+	(void)arg;
+	struct usb4v_ibv_wc wc;
+	while (!atomic_load(&stop)) {
+		bool after = atomic_load(&gone);
+		struct usb4v_cq *cq = usb4v_cq_new(&fake_sys, 3, 9, 255);
+		if (!cq || usb4v_cq_attach_rxe(cq, NULL, cq_off, ring_size(cq_off))) {
+			fprintf(stderr, "tsan_removal: churn CQ setup failed\n");
+			exit(2);
+		}
+		usb4v_cq_join(cq, dev);
+		int rc = usb4v_poll_cq(cq, 1, &wc);
+		if (after && rc != -EIO) {
+			fprintf(stderr, "tsan_removal: a CQ joined after the removal polled %d, want -EIO\n", rc);
+			exit(1);
+		}
+		if (rc == -EIO)
+			atomic_fetch_add(&churned_gone, 1);
+		usb4v_cq_free(cq);
+		atomic_fetch_add(&churned, 1);
+	}
+	return NULL;
+}
+
+/* The Go part's removeEngine: the record marks and releases everything
+ * (trylock; come back while a holder has the CQ). Then the same walk again
+ * for 100 ms (it is idempotent), so that it meets the churner's joins and
+ * leaves often enough for ThreadSanitizer to see an unlocked one. */
 static void removal(void)
 {
-	usb4v_qp_mark_gone(qp);
-	usb4v_cq_mark_gone(cq_a);
-	usb4v_cq_mark_gone(cq_b);
-	atomic_store(&gone, true);
-	usb4v_qp_release_maps(qp);
 	for (int tries = 0; tries < 2000; tries++) {
-		int busy = (usb4v_cq_release_maps(cq_a) == EBUSY) | (usb4v_cq_release_maps(cq_b) == EBUSY);
-		if (!busy)
+		int busy = usb4v_dev_remove(dev);
+		atomic_store(&gone, true);
+		if (!busy) {
+			for (int i = 0; i < 1000; i++) {
+				usb4v_dev_remove(dev);
+				usleep(100);
+			}
 			return;
+		}
 		usleep(1000);
 	}
 	fprintf(stderr, "tsan_removal: a CQ stayed held for 2 s\n");
@@ -205,6 +239,14 @@ int main(void)
 		return 2;
 	}
 	usb4v_qp_set_state(qp, USB4V_QPS_RTS);
+	dev = usb4v_dev_new();
+	if (!dev) {
+		fprintf(stderr, "tsan_removal: no removal record\n");
+		return 2;
+	}
+	usb4v_cq_join(cq_a, dev);
+	usb4v_cq_join(cq_b, dev);
+	usb4v_qp_join(qp, dev);
 
 	pthread_t t[8];
 	int n = 0;
@@ -215,6 +257,7 @@ int main(void)
 	pthread_create(&t[n++], NULL, poster, NULL);
 	pthread_create(&t[n++], NULL, resizer, NULL);
 	pthread_create(&t[n++], NULL, kernel_side, NULL);
+	pthread_create(&t[n++], NULL, churner, NULL);
 	usleep(700 * 1000);
 	removal();
 	usleep(100 * 1000);
@@ -227,13 +270,16 @@ int main(void)
 	struct usb4v_ibv_sge sge = {.addr = (uintptr_t)buf, .length = 1, .lkey = 1};
 	struct usb4v_ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = USB4V_WR_RDMA_WRITE}, *bad = NULL;
 	int prc = usb4v_post_send(qp, &wr, &bad), crc = usb4v_poll_cq(cq_a, 1, &wc);
-	printf("tsan_removal: %ld polled, %ld posted, %ld resizes; after the removal post_send %d, poll_cq %d\n",
-	       atomic_load(&polled), atomic_load(&posted), atomic_load(&resized), prc, crc);
+	printf("tsan_removal: %ld polled, %ld posted, %ld resizes, %ld CQs churned (%ld of them gone); after the "
+	       "removal post_send %d, poll_cq %d\n",
+	       atomic_load(&polled), atomic_load(&posted), atomic_load(&resized), atomic_load(&churned),
+	       atomic_load(&churned_gone), prc, crc);
+	usb4v_dev_put(dev); /* the context closes first; the objects' frees release the record */
 	usb4v_qp_free_destroyed(qp);
 	usb4v_cq_free(cq_a);
 	usb4v_cq_free(cq_b);
 	if (prc != EIO || crc != -EIO || atomic_load(&posted) == 0 || atomic_load(&polled) == 0 ||
-	    atomic_load(&resized) == 0) {
+	    atomic_load(&resized) == 0 || atomic_load(&churned) == 0 || atomic_load(&churned_gone) == 0) {
 		fprintf(stderr, "tsan_removal: want traffic, resizes, then EIO from post_send and -EIO from poll_cq\n");
 		return 1;
 	}

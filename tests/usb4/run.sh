@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/usb4/run.sh [TREE...]: the `make test` stage "usb4 bed": builds tbloop and each
-# module tree (default: USB4_TEST_TREES, else lib/trees.sh USB4_TEST_TREES_DEFAULT) against its kernel, then boots the VM
+# module tree (default: USB4_TEST_TREES, else lib/trees.sh USB4_TEST_TREES_DEFAULT, or
+# USB4_TEST_TREES_FULL with TEST_FULL=1) against its kernel, then boots the VM
 # once per tree that built (USB4_TREE=<tree> tests/vm/run.sh) and runs there the
 # real-kernel Go tests of the data path (provider/dataplane's TestVM*, built here into
 # build/usb4/bin) and tests/usb4/guest-smoke.sh: ibv_devices, ibv_devinfo -v and
@@ -35,7 +36,9 @@ if ((diag_only)) && ! make -C "$REPO" --no-print-directory build >&2; then
   return 1
 fi
 local trees=("$@") tree named=$# why
-((${#trees[@]})) || read -ra trees <<<"${USB4_TEST_TREES:-$USB4_TEST_TREES_DEFAULT}"
+local default_trees=$USB4_TEST_TREES_DEFAULT
+[[ ${TEST_FULL:-0} == 1 ]] && default_trees=$USB4_TEST_TREES_FULL
+((${#trees[@]})) || read -ra trees <<<"${USB4_TEST_TREES:-$default_trees}"
 USB4_MODULE_SRC=$(usb4_module_src "$REPO")
 if [[ -z $USB4_MODULE_SRC || ! -d $USB4_MODULE_SRC ]]; then
   local why="USB4_MODULE_SRC not set and ../shared/usb4-module absent"

@@ -10,7 +10,9 @@ USB4_TREES="hellas-main pleite-main pleite-gda-8099446 pleite-gda hellas-gda-v2 
 # The trees tests/usb4/run.sh takes without arguments (the `make test` stage), unless
 # USB4_TEST_TREES says otherwise; tests/usb4/README.md ("Which trees make test boots")
 # says why these.
-USB4_TEST_TREES_DEFAULT="hellas-main pleite-main pleite-gda hellas-gda-v2 donnerkeule-cq"
+USB4_TEST_TREES_DEFAULT="hellas-main pleite-main pleite-gda-8099446 donnerkeule-cq"
+# TEST_FULL=1 (make test's full tier): every tree the bed knows.
+USB4_TEST_TREES_FULL="hellas-main pleite-main pleite-gda-8099446 pleite-gda hellas-gda-v2 donnerkeule-cq"
 
 # usb4_module_src REPO: USB4_MODULE_SRC, else ../shared/usb4-module beside the repo when
 # it exists; prints nothing when neither is there.

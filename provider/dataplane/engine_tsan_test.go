@@ -12,8 +12,9 @@ import (
 
 // TestEngineUnderThreadSanitizer builds the engine's C files with
 // -fsanitize=thread together with testdata/tsan_removal.c, which runs
-// start_poll holders, pollers, posters, a resize loop and the device
-// removal's marks and ring release against one rxe QP and two CQs at once
+// start_poll holders, pollers, posters, a resize loop, CQs joining and
+// leaving the removal record, and the device removal through that record,
+// against one rxe QP and two CQs and a usb4 kernel-command QP and CQ at once
 // (docs/DESIGN.md "Lock order"; cgo builds the engine without
 // instrumentation, so -race never sees its locks). A data race or a
 // lock-order inversion in the engine is a ThreadSanitizer report and exit

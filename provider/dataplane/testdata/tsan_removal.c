@@ -16,6 +16,10 @@
  *   - the removal, through the record (usb4v_dev_remove, as the Go part's
  *     removeEngine calls it): every joined object marked gone, then the rings
  *     released, called again while a holder has a CQ.
+ * Beside them a usb4 QP and CQ on kernel commands (the released module's data
+ * path: POST_SEND and POLL_CQ writes on the command fd, fd 4 here), polled by
+ * two pollers and posted by one poster, with a fake kernel that owes one
+ * completion per signaled WR it accepted.
  * The rings live in anonymous memory the fake system calls hand out.
  * ThreadSanitizer reports a data race or a lock-order inversion on stderr
  * and makes the exit status 66; the program itself checks that the removal
@@ -45,10 +49,44 @@ static size_t ring_size(uint64_t off)
 	return sizeof(struct usb4v_rxe_queue_buf) + ((size_t)(uint32_t)off + 1) * ((size_t)1 << (off >> 32));
 }
 
+enum { KCMD_FD = 4 };
+static atomic_long kernel_owes; /* completions the fake kernel owes the usb4 CQ */
+
+/* Takes up to want of what the fake kernel owes. */
+static uint32_t kernel_take(uint32_t want)
+{
+	long have = atomic_load(&kernel_owes);
+	while (have > 0) {
+		long n = have < (long)want ? have : (long)want;
+		if (atomic_compare_exchange_weak(&kernel_owes, &have, have - n))
+			return (uint32_t)n;
+	}
+	return 0;
+}
+
 static ssize_t fake_write(void *ctx, int fd, const void *buf, size_t len)
 {
-	(void)ctx, (void)fd, (void)buf;
-	return (ssize_t)len; /* the rxe doorbell (a POST_SEND of no WR) */
+	(void)ctx;
+	if (fd != KCMD_FD)
+		return (ssize_t)len; /* the rxe doorbell (a POST_SEND of no WR) */
+	/* The usb4 module's kernel commands, as the write() ABI frames them. */
+	const struct usb4v_ib_uverbs_cmd_hdr *h = buf;
+	if (h->command == USB4V_IB_USER_VERBS_CMD_POST_SEND) {
+		const struct usb4v_ib_uverbs_post_send *c = (const void *)(h + 1);
+		atomic_fetch_add(&kernel_owes, c->wr_count);
+	} else if (h->command == USB4V_IB_USER_VERBS_CMD_POLL_CQ) {
+		const struct usb4v_ib_uverbs_poll_cq *c = (const void *)(h + 1);
+		struct usb4v_ib_uverbs_poll_cq_resp *r = (void *)(uintptr_t)c->response;
+		struct usb4v_ib_uverbs_wc *wc = (void *)(r + 1);
+		uint32_t n = kernel_take(c->ne);
+		for (uint32_t i = 0; i < n; i++) {
+			memset(&wc[i], 0, sizeof(wc[i]));
+			wc[i].wr_id = 9;
+			wc[i].qp_num = 0x22;
+		}
+		r->count = n;
+	}
+	return (ssize_t)len;
 }
 
 static int fake_ioctl(void *ctx, int fd, unsigned long req, void *arg)
@@ -82,11 +120,11 @@ static const struct usb4v_sys fake_sys = {
 	.write = fake_write, .ioctl = fake_ioctl, .mmap = fake_mmap, .munmap = fake_munmap,
 };
 
-static struct usb4v_cq *cq_a, *cq_b;
-static struct usb4v_qp *qp;
+static struct usb4v_cq *cq_a, *cq_b, *cq_k;
+static struct usb4v_qp *qp, *qp_k;
 static struct usb4v_dev *dev;
 static atomic_bool stop, gone;
-static atomic_long polled, posted, resized, churned, churned_gone;
+static atomic_long polled, posted, resized, churned, churned_gone, polled_k;
 static uint64_t sq_off, cq_off;
 static char buf[64];
 
@@ -102,11 +140,11 @@ static void *poller(void *arg)
 			while (usb4v_cq_next_poll(cq, &cur) == 0)
 				n++;
 			usb4v_cq_end_poll(cq, &cur);
-			atomic_fetch_add(&polled, n);
+			atomic_fetch_add(cq == cq_k ? &polled_k : &polled, n);
 		}
 		int n = usb4v_poll_cq(cq, 4, wc);
 		if (n > 0)
-			atomic_fetch_add(&polled, n);
+			atomic_fetch_add(cq == cq_k ? &polled_k : &polled, n);
 	}
 	usb4v_cq_cursor_destroy(&cur);
 	return NULL;
@@ -114,13 +152,13 @@ static void *poller(void *arg)
 
 static void *poster(void *arg)
 {
-	(void)arg;
+	struct usb4v_qp *q = arg;
 	struct usb4v_ibv_sge sge = {.addr = (uintptr_t)buf, .length = sizeof(buf), .lkey = 1};
 	while (!atomic_load(&stop)) {
 		struct usb4v_ibv_send_wr wr = {.wr_id = 7, .sg_list = &sge, .num_sge = 1, .opcode = USB4V_WR_RDMA_WRITE,
 					       .send_flags = USB4V_SEND_SIGNALED};
 		struct usb4v_ibv_send_wr *bad = NULL;
-		if (usb4v_post_send(qp, &wr, &bad) == 0)
+		if (usb4v_post_send(q, &wr, &bad) == 0)
 			atomic_fetch_add(&posted, 1);
 		else
 			sched_yield(); /* full (ENOMEM) or gone (EIO) */
@@ -239,6 +277,13 @@ int main(void)
 		return 2;
 	}
 	usb4v_qp_set_state(qp, USB4V_QPS_RTS);
+	cq_k = usb4v_cq_new(&fake_sys, KCMD_FD, 5, 255); /* no ring: kernel commands */
+	qp_k = cq_k ? usb4v_qp_new(&fake_sys, KCMD_FD, 6, 0x22, USB4V_QPT_RC, 0, 1, 1, 0, cq_k, cq_k, NULL) : NULL;
+	if (!qp_k) {
+		fprintf(stderr, "tsan_removal: kernel-command QP setup failed\n");
+		return 2;
+	}
+	usb4v_qp_set_state(qp_k, USB4V_QPS_RTS);
 	dev = usb4v_dev_new();
 	if (!dev) {
 		fprintf(stderr, "tsan_removal: no removal record\n");
@@ -247,14 +292,19 @@ int main(void)
 	usb4v_cq_join(cq_a, dev);
 	usb4v_cq_join(cq_b, dev);
 	usb4v_qp_join(qp, dev);
+	usb4v_cq_join(cq_k, dev);
+	usb4v_qp_join(qp_k, dev);
 
-	pthread_t t[8];
+	pthread_t t[12];
 	int n = 0;
 	pthread_create(&t[n++], NULL, poller, cq_a);
 	pthread_create(&t[n++], NULL, poller, cq_b);
 	pthread_create(&t[n++], NULL, poller, cq_b);
-	pthread_create(&t[n++], NULL, poster, NULL);
-	pthread_create(&t[n++], NULL, poster, NULL);
+	pthread_create(&t[n++], NULL, poster, qp);
+	pthread_create(&t[n++], NULL, poster, qp);
+	pthread_create(&t[n++], NULL, poller, cq_k);
+	pthread_create(&t[n++], NULL, poller, cq_k);
+	pthread_create(&t[n++], NULL, poster, qp_k);
 	pthread_create(&t[n++], NULL, resizer, NULL);
 	pthread_create(&t[n++], NULL, kernel_side, NULL);
 	pthread_create(&t[n++], NULL, churner, NULL);
@@ -270,15 +320,20 @@ int main(void)
 	struct usb4v_ibv_sge sge = {.addr = (uintptr_t)buf, .length = 1, .lkey = 1};
 	struct usb4v_ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = USB4V_WR_RDMA_WRITE}, *bad = NULL;
 	int prc = usb4v_post_send(qp, &wr, &bad), crc = usb4v_poll_cq(cq_a, 1, &wc);
-	printf("tsan_removal: %ld polled, %ld posted, %ld resizes, %ld CQs churned (%ld of them gone); after the "
-	       "removal post_send %d, poll_cq %d\n",
-	       atomic_load(&polled), atomic_load(&posted), atomic_load(&resized), atomic_load(&churned),
-	       atomic_load(&churned_gone), prc, crc);
+	int kprc = usb4v_post_send(qp_k, &wr, &bad), kcrc = usb4v_poll_cq(cq_k, 1, &wc);
+	printf("tsan_removal: %ld polled (%ld through kernel commands), %ld posted, %ld resizes, "
+	       "%ld CQs churned (%ld of them gone); after the removal post_send %d, poll_cq %d "
+	       "(kernel commands: %d, %d)\n",
+	       atomic_load(&polled), atomic_load(&polled_k), atomic_load(&posted), atomic_load(&resized),
+	       atomic_load(&churned), atomic_load(&churned_gone), prc, crc, kprc, kcrc);
 	usb4v_dev_put(dev); /* the context closes first; the objects' frees release the record */
+	usb4v_qp_free_destroyed(qp_k);
+	usb4v_cq_free(cq_k);
 	usb4v_qp_free_destroyed(qp);
 	usb4v_cq_free(cq_a);
 	usb4v_cq_free(cq_b);
-	if (prc != EIO || crc != -EIO || atomic_load(&posted) == 0 || atomic_load(&polled) == 0 ||
+	if (prc != EIO || crc != -EIO || kprc != EIO || kcrc != -EIO || atomic_load(&polled_k) == 0 ||
+	    atomic_load(&posted) == 0 || atomic_load(&polled) == 0 ||
 	    atomic_load(&resized) == 0 || atomic_load(&churned) == 0 || atomic_load(&churned_gone) == 0) {
 		fprintf(stderr, "tsan_removal: want traffic, resizes, then EIO from post_send and -EIO from poll_cq\n");
 		return 1;

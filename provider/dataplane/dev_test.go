@@ -7,17 +7,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// newTestDev is a record that the test's end closes.
+func newTestDev(t *testing.T) *Dev {
+	t.Helper()
+	dev, err := NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dev.Close)
+	return dev
+}
+
 // The removal record finds every object that joined it, and only those:
 // Remove makes the context's CQ and QP answer EIO and leaves another
 // context's alone, with no handle table involved.
 func TestDevRemoveStopsEveryJoinedObject(t *testing.T) {
 	e := newRxeEnv(t, QPTypeRC, false)
 	other := newRxeEnv(t, QPTypeRC, false)
-	dev, err := NewDev()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := newTestDev(t)
 	e.cq.Join(dev)
 	e.qp.Join(dev)
 	if busy := dev.Remove(); busy != 0 {
@@ -44,11 +51,7 @@ func TestDevRemoveStopsEveryJoinedObject(t *testing.T) {
 // later call, once end_poll let go; Remove waited for nobody meanwhile.
 func TestDevRemoveBusyWhileHeld(t *testing.T) {
 	e := newRxeEnv(t, QPTypeRC, false)
-	dev, err := NewDev()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := newTestDev(t)
 	e.cq.Join(dev)
 	produceRxeCQE(t, e.f, 1)
 	k := e.cq.NewCursor()
@@ -70,11 +73,7 @@ func TestDevRemoveBusyWhileHeld(t *testing.T) {
 // marked at once, so the removal cannot miss it.
 func TestDevJoinAfterRemove(t *testing.T) {
 	e := newRxeEnv(t, QPTypeRC, false)
-	dev, err := NewDev()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := newTestDev(t)
 	dev.Remove()
 	e.cq.Join(dev)
 	if _, err := e.cq.Poll(make([]WC, 1)); !errors.Is(err, unix.EIO) {

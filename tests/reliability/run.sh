@@ -184,7 +184,7 @@ main() {
   log "booting (provider $PROVIDER, churn $CHURN_CYCLES cycles)"
   {
     printf '# rel-host: commit=%s date=%s\n' "$commit" "$(date -u '+%Y-%m-%d_%H:%M_UTC')"
-    VM_TIMEOUT=${VM_TIMEOUT:-2400} VM_EXTRA_DEBS="perftest libtsan2${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+    VM_TIMEOUT=${VM_TIMEOUT:-2400} VM_EXTRA_DEBS="perftest ucx-utils libtsan2${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
       VM_EXCLUDE_GLOB=$exclude VM_OVERLAY=$overlay VM_FILES="$WORK/files" \
       VM_GUEST_SCRIPT="$WORK/reliability.sh" "$HARNESS_RUN" ${testbins[@]+"${testbins[@]}"}
   } | tee "$OUT/$PROVIDER.out.tmp" || rc=$?

@@ -17,6 +17,7 @@ TBV=/sys/kernel/debug/thunderbolt_ibverbs
 failed=0
 pass() { echo "--- PASS: usb4/$tree/$1"; }
 fail() { echo "--- FAIL: usb4/$tree/$1 ($2)"; failed=1; }
+skip() { echo "--- SKIP: usb4/$tree/$1 ($2)"; }
 ndevs() { ls /sys/class/infiniband 2>/dev/null | grep -c '^usb4_rdma'; }
 dev0=${USB4VERBS_DEV0:?} dev1=${USB4VERBS_DEV1:?} gid0=${USB4VERBS_GID0:?} gid1=${USB4VERBS_GID1:?}
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
@@ -184,6 +185,27 @@ for k in async epoll cqevent; do
     n=$((n + 1)); [ $n -ge 300 ] && break; sleep 0.1
   done
 done
+# ucx_perftest over rc_verbs (tag_bw, more messages than the run lasts) beside ib_write_bw,
+# where the image's UCX lists rc_verbs on dev0 (tests/stock/guest.sh's transports; tcp
+# carries the wire-up if ud_verbs cannot) and the device has an SRQ, which UCX's rc_verbs
+# interface creates (without one it fails at ibv_create_srq, seen on hellas-main): no tree
+# of 2026-12-02 has one, so this prints its SKIP.
+ucx=0 ucx_why="no ucx_perftest with rc_verbs on $dev0 in this image"
+max_srq=$(ibv_devinfo -v -d "$dev0" 2> /dev/null | sed -n 's/^[[:space:]]*max_srq:[[:space:]]*\([0-9]*\).*/\1/p' | head -n 1)
+[ "${max_srq:-0}" = 0 ] && ucx_why="UCX's rc_verbs needs an SRQ and $dev0 offers none (max_srq ${max_srq:-?}: the module's)"
+if [ "${max_srq:-0}" != 0 ] && command -v ucx_perftest > /dev/null \
+  && ucx_info -d 2> /dev/null | grep -B1 "Device: $dev0:1" | grep -q 'Transport: rc_verbs'; then
+  ucx=1
+  ucxenv="UCX_TLS=rc_verbs,ud_verbs:aux,tcp UCX_UD_ETH_DGID_CHECK=n UCX_WARN_UNUSED_ENV_VARS=n"
+  ( env $ucxenv UCX_NET_DEVICES="$dev0:1" timeout 90 ucx_perftest -p 13377 > /tmp/ucx.server 2>&1
+    echo $? > /tmp/ucx.server.rc; cut -d' ' -f1 /proc/uptime > /tmp/ucx.server.end ) &
+  i=0
+  until grep -q ':3441 [0-9A-F:]* 0A' /proc/net/tcp /proc/net/tcp6 2> /dev/null; do
+    i=$((i + 1)); [ $i -ge 150 ] && break; sleep 0.1
+  done
+  ( env $ucxenv UCX_NET_DEVICES="$dev1:1" timeout 90 ucx_perftest -p 13377 -t tag_bw -s 65536 -n 100000000 127.0.0.1 \
+      > /tmp/ucx.client 2>&1; echo $? > /tmp/ucx.client.rc ) &
+fi
 timeout 70 $B/unsupported --async-watch "$dev0" 60 > /tmp/async0 2>&1 &
 a0=$!
 timeout 70 $B/unsupported --async-watch "$dev1" 60 > /tmp/async1 2>&1 &
@@ -217,6 +239,36 @@ else
 fi
 if grep -q ': event ' /tmp/async0 /tmp/async1; then pass faults/cable_pull_async_event
 else fail faults/cable_pull_async_event "no async event on $dev0 or $dev1"; fi
+if [ $ucx = 1 ]; then
+  i=0
+  while { [ ! -s /tmp/ucx.server.rc ] || [ ! -s /tmp/ucx.client.rc ]; } && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+  urc=$(cat /tmp/ucx.server.rc 2> /dev/null || echo 999); ucrc=$(cat /tmp/ucx.client.rc 2> /dev/null || echo 999)
+  echo "ucx_perftest server (exit $urc):"; grep -m 4 -iE 'error|fatal|failed|abort' /tmp/ucx.server; tail -n 2 /tmp/ucx.server
+  echo "ucx_perftest client (exit $ucrc):"; grep -m 4 -iE 'error|fatal|failed|abort' /tmp/ucx.client; tail -n 2 /tmp/ucx.client
+  # 124: timeout's kill; 129-192: a signal; UCX's own error exit is 255. UCX aborts the
+  # process itself when a verb fails with the removed device's EIO: its policy, as
+  # tests/reliability/faults.sh says.
+  for side in server client; do
+    r=$(cat /tmp/ucx.$side.rc 2> /dev/null || echo 999)
+    if [ "$r" = 134 ] && grep -qE 'Fatal: .*(CQ -5|returned 5)' /tmp/ucx.$side; then
+      skip faults/cable_pull_ucx_perftest_$side "UCX aborted itself on the EIO of a verb (ucs_fatal): UCX's policy"
+    elif [ "$r" -lt 124 ] || [ "$r" -gt 192 ]; then
+      pass faults/cable_pull_ucx_perftest_$side
+    else
+      fail faults/cable_pull_ucx_perftest_$side "exit $r (124: a hang, 129-192: a signal)"
+    fi
+  done
+  # The side on the pulled device learns it from the device (DEVICE_FATAL, EIO): within
+  # 2 s of the pull (issue 25's bound).
+  end=$(cat /tmp/ucx.server.end 2> /dev/null || echo 9999)
+  if awk -v e="$end" -v p="$pulled_at" 'BEGIN { exit !(e - p <= 2.0) }'; then
+    pass faults/cable_pull_ucx_perftest_server_within_2s
+  else
+    fail faults/cable_pull_ucx_perftest_server_within_2s "pulled at uptime $pulled_at s, the server ended at $end s"
+  fi
+else
+  skip faults/cable_pull_ucx_perftest "$ucx_why"
+fi
 i=0
 while [ ! -s /tmp/waiter-async.rc ] || [ ! -s /tmp/waiter-epoll.rc ] || [ ! -s /tmp/waiter-cqevent.rc ]; do
   i=$((i + 1)); [ $i -ge 600 ] && break; sleep 0.1

@@ -125,7 +125,7 @@ usb4_diag_boot() {
   (cd "$REPO" && go build -o "$files/ibvinfo" ./cmd/ibvinfo) ||
     { result FAIL "usb4/$1/ibvinfo/build" "go build ./cmd/ibvinfo"; return 1; }
   USB4_TREE=$1 USB4_TBLOOP_SRC=$2 VM_FILES="$files" \
-    VM_EXTRA_DEBS="ibverbs-utils perftest${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+    VM_EXTRA_DEBS="ibverbs-utils perftest ucx-utils${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
     VM_GUEST_SCRIPT="$USB4DIR/guest-diag.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} \
     "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.diag.out" | grep -v -E '^[A-Za-z0-9+/=]{60,}$'
   return "${PIPESTATUS[0]}"

@@ -472,9 +472,10 @@ int usb4v_req_notify_cq(struct usb4v_cq *cq, int solicited_only)
 /* ---- device removal ---- */
 
 /* Marking gone takes no engine lock (docs/DESIGN.md, "Lock order"): the
- * removal runs with the Go part's handle table held, and a thread holding
- * cq->lock (an rxe start_poll holder), poll_mu or srq->lock (a resize, across
- * its kernel command) may call a verb, which needs that table. The marks are
+ * removal runs with its context's record locked (usb4v_dev_remove), and a
+ * thread holding cq->lock (an rxe start_poll holder), poll_mu or srq->lock (a
+ * resize, across its kernel command) may destroy another object meanwhile,
+ * whose free takes that record's lock. The marks are
  * atomic; a poller or poster already past its check finishes on rings that
  * stay mapped (the removal replaces them with anonymous memory, never
  * unmaps them) and a command fd that answers errors. */

@@ -166,6 +166,11 @@ static enum destroy_outcome destroy_outcome(int err)
 	return DESTROY_FAILED;
 }
 
+int usb4_destroy_errno(int err)
+{
+	return destroy_outcome(err) == DESTROY_FAILED ? err : 0;
+}
+
 static const struct usb4_ack_state cq_acks = {
 	.mutex = IBV_CQ_MUTEX,
 	.cond = IBV_CQ_COND,
@@ -659,7 +664,7 @@ static int usb4_destroy_ah(void *ibv_ah)
 		return usb4_errno(ENOSYS);
 	int err = ah_adopt(ah);
 	if (!err)
-		err = USB4_GO(DestroyAH, ah->go);
+		err = usb4_destroy_errno(USB4_GO(DestroyAH, ah->go));
 	if (err)
 		return usb4_errno(err);
 	free(ah);

@@ -454,7 +454,7 @@ static int usb4_dealloc_mw(void *ibv_mw)
 		err = usb4_obj_adopt(USB4_CTX_OF(ibv_mw), &mw->go, &mw->image, USB4_OBJ_MW, &req);
 	}
 	if (!err)
-		err = USB4_GO(DeallocMW, mw->go);
+		err = usb4_destroy_errno(USB4_GO(DeallocMW, mw->go));
 	if (err)
 		return usb4_errno(err);
 	free(mw);

@@ -157,6 +157,12 @@ bool usb4_guid_is_usb4(uint64_t guid);
 // usb4_errno(err) sets errno to err when it is not 0 and returns err: every
 // failing int-returning control op ends with it (verbs.c).
 int usb4_errno(int err);
+// usb4_destroy_errno(err) is what a destroy, dealloc or dereg reports for the
+// kernel's err: 0 also for EIO when the application opted in with
+// RDMAV_ALLOW_DISASSOC_DESTROY (a removed device: libibverbs'
+// verbs_is_destroy_err), and the caller then frees its object as after a
+// success. objects.c.
+int usb4_destroy_errno(int err);
 int usb4_read_node_guid(const char *ibdev_path, uint64_t *guid);
 enum usb4_kind usb4_classify(const struct usb4_devid *id);
 bool usb4_match_device(void *sysfs_dev);

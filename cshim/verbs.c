@@ -182,7 +182,7 @@ static int usb4_dealloc_pd(void *ibv_pd)
 		return usb4_errno(ENOSYS);
 	int err = usb4_pd_adopt(ibv_pd);
 	if (!err)
-		err = USB4_GO(DeallocPD, pd->go);
+		err = usb4_destroy_errno(USB4_GO(DeallocPD, pd->go));
 	if (err)
 		return usb4_errno(err);
 	free(pd);
@@ -298,7 +298,7 @@ static int usb4_dereg_mr(void *verbs_mr)
 		return usb4_errno(ENOSYS);
 	int err = mr_adopt(mr);
 	if (!err)
-		err = USB4_GO(DeregMR, mr->go);
+		err = usb4_destroy_errno(USB4_GO(DeregMR, mr->go));
 	if (err)
 		return usb4_errno(err);
 	free(mr);

@@ -47,8 +47,18 @@ grep -q '^--- ' $W/enomem.log || result FAIL enomem_process "no result lines, ex
 command -v ib_write_bw > /dev/null || { result SKIP link_delete "ib_write_bw not in the image"; exit $FAILED; }
 # The waiters first, each ready before the perftest pair starts: six programs starting
 # at once on the VM's two CPUs made the client miss its start before vethA went down.
+# The waiters run under AddressSanitizer and LeakSanitizer where run.sh built faults.asan:
+# a process that outlives its device must leak nothing (issue 25). Destroys after the
+# removal free their objects as libibverbs allows it after a disassociate
+# (RDMAV_ALLOW_DISASSOC_DESTROY); without it a failed destroy leaves the object to the
+# application by libibverbs' rule, which LeakSanitizer would count.
+WAITER=$BIN/faults WAITER_ENV=
+if [ -x "$BIN/faults.asan" ]; then
+  WAITER=$BIN/faults.asan
+  WAITER_ENV="ASAN_OPTIONS=detect_leaks=1:handle_segv=0:allow_user_segv_handler=1 RDMAV_ALLOW_DISASSOC_DESTROY=1"
+fi
 for k in async epoll cqevent; do
-  ( timeout 120 "$BIN/faults" waiter $k > $W/waiter-$k.log 2>&1; echo $? > $W/waiter-$k.rc ) &
+  ( timeout 120 env $WAITER_ENV "$WAITER" waiter $k > $W/waiter-$k.log 2>&1; echo $? > $W/waiter-$k.rc ) &
   n=0
   until grep -q "waiter $k ready" $W/waiter-$k.log 2> /dev/null || [ -s $W/waiter-$k.rc ]; do
     n=$((n + 1)); [ $n -ge 300 ] && break; sleep 0.1
@@ -91,6 +101,14 @@ for k in async epoll cqevent; do
   cat $W/waiter-$k.log
   grep -q '^--- ' $W/waiter-$k.log || result FAIL waiter_${k}_process "no result lines"
   verdict waiter_${k}_process "$(cat $W/waiter-$k.rc 2> /dev/null || echo 999)" "faults waiter $k"
+  if [ "$WAITER" = "$BIN/faults.asan" ]; then
+    if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer' $W/waiter-$k.log; then
+      result FAIL waiter_${k}_asan "$(grep -m1 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|SUMMARY: AddressSanitizer' $W/waiter-$k.log)"
+      grep -m1 -A 20 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer' $W/waiter-$k.log | sed 's/^/    | /'
+    else
+      result PASS waiter_${k}_asan "no AddressSanitizer or LeakSanitizer report"
+    fi
+  fi
 done
 verdict perftest_server "$(cat $W/srv.rc 2> /dev/null || echo 999)" "ib_write_bw server on $DEV0"
 verdict perftest_client "$(cat $W/cli.rc 2> /dev/null || echo 999)" "ib_write_bw client on $DEV1"

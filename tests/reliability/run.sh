@@ -28,6 +28,10 @@ build_programs() {
   gcc "${cflags[@]}" -o "$dir/bin/fork" "$RELDIR/fork.c" -libverbs -lrdmacm || die "gcc fork.c"
   gcc "${cflags[@]/-O2/-O1}" -fsanitize=thread -o "$dir/bin/concurrency.tsan" "$RELDIR/concurrency.c" -libverbs \
     || die "gcc -fsanitize=thread concurrency.c"
+  # The removal's waiters under AddressSanitizer and LeakSanitizer (faults.sh): the process
+  # that outlives its device must leak nothing of ours.
+  gcc "${cflags[@]/-O2/-O1}" -fsanitize=address -fno-omit-frame-pointer -o "$dir/bin/faults.asan" \
+    "$RELDIR/faults.c" -libverbs || die "gcc -fsanitize=address faults.c"
   install -m755 "$RELDIR/faults.sh" "$dir/faults.sh"
 }
 
@@ -184,7 +188,7 @@ main() {
   log "booting (provider $PROVIDER, churn $CHURN_CYCLES cycles)"
   {
     printf '# rel-host: commit=%s date=%s\n' "$commit" "$(date -u '+%Y-%m-%d_%H:%M_UTC')"
-    VM_TIMEOUT=${VM_TIMEOUT:-2400} VM_EXTRA_DEBS="perftest ucx-utils libtsan2${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+    VM_TIMEOUT=${VM_TIMEOUT:-2400} VM_EXTRA_DEBS="perftest ucx-utils libtsan2 libasan8${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
       VM_EXCLUDE_GLOB=$exclude VM_OVERLAY=$overlay VM_FILES="$WORK/files" \
       VM_GUEST_SCRIPT="$WORK/reliability.sh" "$HARNESS_RUN" ${testbins[@]+"${testbins[@]}"}
   } | tee "$OUT/$PROVIDER.out.tmp" || rc=$?

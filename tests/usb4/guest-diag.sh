@@ -178,8 +178,16 @@ echo 20 > $TB/cable0/link_speed
 #    epoll loop on the O_NONBLOCK async fd, a thread blocked in ibv_get_cq_event), one
 #    process each on dev0: each wakes, then, still running, holds no fd or mapping of
 #    the device while the module's unregistration completes (issue 25).
+# Built with AddressSanitizer where run.sh could (faults.asan): the process that outlives
+# its device must leak nothing (tests/reliability/faults.sh has the same, and why
+# RDMAV_ALLOW_DISASSOC_DESTROY).
+waiter=$B/faults waiter_env=
+if [ -x $B/faults.asan ]; then
+  waiter=$B/faults.asan
+  waiter_env="ASAN_OPTIONS=detect_leaks=1:handle_segv=0:allow_user_segv_handler=1 RDMAV_ALLOW_DISASSOC_DESTROY=1"
+fi
 for k in async epoll cqevent; do
-  ( timeout 80 $B/faults waiter $k > /tmp/waiter-$k.log 2>&1; echo $? > /tmp/waiter-$k.rc ) &
+  ( timeout 80 env $waiter_env $waiter waiter $k > /tmp/waiter-$k.log 2>&1; echo $? > /tmp/waiter-$k.rc ) &
   n=0
   until grep -q "waiter $k ready" /tmp/waiter-$k.log 2> /dev/null || [ -s /tmp/waiter-$k.rc ]; do
     n=$((n + 1)); [ $n -ge 300 ] && break; sleep 0.1
@@ -290,6 +298,13 @@ for k in async epoll cqevent; do
     pass faults/cable_pull_waiter_${k}_process
   else
     fail faults/cable_pull_waiter_${k}_process "faults waiter $k exit $rc (124+: a hang or a signal)"
+  fi
+  if [ "$waiter" = $B/faults.asan ]; then
+    if grep -q 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer' /tmp/waiter-$k.log; then
+      fail faults/cable_pull_waiter_${k}_asan "$(grep -m1 'SUMMARY: AddressSanitizer\|ERROR: AddressSanitizer' /tmp/waiter-$k.log)"
+    else
+      pass faults/cable_pull_waiter_${k}_asan
+    fi
   fi
 done
 capture cable-pulled

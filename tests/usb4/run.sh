@@ -122,10 +122,14 @@ usb4_diag_boot() {
     gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$files/$(basename "$c" .c)" "$c" -libverbs ||
       { result FAIL "usb4/$1/faults/build" "gcc $(basename "$c")"; return 1; }
   done
+  # The cable pull's waiters under AddressSanitizer and LeakSanitizer, as on rxe.
+  gcc -std=c11 -Wall -Wextra -Werror -O1 -g -pthread -fsanitize=address -fno-omit-frame-pointer \
+    -o "$files/faults.asan" "$REPO/tests/reliability/faults.c" -libverbs ||
+    { result FAIL "usb4/$1/faults/build" "gcc -fsanitize=address faults.c"; return 1; }
   (cd "$REPO" && go build -o "$files/ibvinfo" ./cmd/ibvinfo) ||
     { result FAIL "usb4/$1/ibvinfo/build" "go build ./cmd/ibvinfo"; return 1; }
   USB4_TREE=$1 USB4_TBLOOP_SRC=$2 VM_FILES="$files" \
-    VM_EXTRA_DEBS="ibverbs-utils perftest ucx-utils${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+    VM_EXTRA_DEBS="ibverbs-utils perftest ucx-utils libasan8${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
     VM_GUEST_SCRIPT="$USB4DIR/guest-diag.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} \
     "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.diag.out" | grep -v -E '^[A-Za-z0-9+/=]{60,}$'
   return "${PIPESTATUS[0]}"

@@ -33,6 +33,19 @@ func NewDev() (*Dev, error) {
 	return &Dev{c: c}, nil
 }
 
+// with runs fn on the C record under mu, so that Close cannot free it
+// meanwhile; nothing for a nil d or after Close.
+func (d *Dev) with(fn func(c *C.struct_usb4v_dev)) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.c != nil {
+		fn(d.c)
+	}
+}
+
 // Remove marks every joined object gone (posts and polls answer EIO from
 // then on) and puts anonymous memory in place of the rings they mapped from
 // the command fd. It returns how many objects were held by a thread (an rxe
@@ -40,52 +53,32 @@ func NewDev() (*Dev, error) {
 // locks a verb takes, until it returns 0. Objects that join afterwards are
 // marked as they join. After Close it does nothing.
 func (d *Dev) Remove() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.c == nil {
-		return 0
-	}
-	return int(C.usb4v_dev_remove(d.c))
+	busy := 0
+	d.with(func(c *C.struct_usb4v_dev) { busy = int(C.usb4v_dev_remove(c)) })
+	return busy
 }
 
 // Close drops the context's reference; objects still joined keep the
 // record until they are freed.
 func (d *Dev) Close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.c != nil {
-		C.usb4v_dev_put(d.c)
+	d.with(func(c *C.struct_usb4v_dev) {
+		C.usb4v_dev_put(c)
 		d.c = nil
-	}
+	})
 }
 
-// Join puts the CQ in d's record (once, right after NewCQ); a nil d joins
-// nothing.
+// Join puts the CQ in d's record (once, right after NewCQ); a nil or closed
+// d joins nothing.
 func (cq *CQ) Join(d *Dev) {
-	if d == nil {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	C.usb4v_cq_join(cq.gone, d.c)
+	d.with(func(c *C.struct_usb4v_dev) { C.usb4v_cq_join(cq.gone, c) })
 }
 
 // Join puts the QP in d's record.
 func (qp *QP) Join(d *Dev) {
-	if d == nil {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	C.usb4v_qp_join(qp.c, d.c)
+	d.with(func(c *C.struct_usb4v_dev) { C.usb4v_qp_join(qp.c, c) })
 }
 
 // Join puts the SRQ in d's record.
 func (s *SRQ) Join(d *Dev) {
-	if d == nil {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	C.usb4v_srq_join(s.c, d.c)
+	d.with(func(c *C.struct_usb4v_dev) { C.usb4v_srq_join(s.c, c) })
 }

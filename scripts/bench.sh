@@ -157,6 +157,7 @@ usb4_plan() {
   log "upstream provider: ${up#"$REPO"/}"
   gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$files/microbench" tests/bench/microbench.c -libverbs
   gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$files/footprint" tests/bench/footprint.c -libverbs
+  gcc -std=c11 -O2 -Wall -Wextra -Werror -I uapi/c -o "$files/dvconsumer" tests/usb4/dvconsumer.c -libverbs
   local provider=${BENCH_PROVIDER:-build/libusb4_rdma.so}
   [[ -f $provider ]] || { echo "bench: $provider missing: run make build" >&2; return 1; }
   cp "$provider" "$files/libusb4_rdma-rdmav34.so"

@@ -403,6 +403,33 @@ while [ $rep -le "$REPS" ]; do
   rep=$((rep + 1))
 done
 
+# 1b. The module's own cost of a DV completion (issue 23), where ours runs its DV send
+# queues: tests/usb4/dvconsumer.c times back-to-back post + completion pairs on
+# kernel commands and then on an application's own DV queue, through the module's C
+# provider (which never touches DV), in the same process: sides appkc and appdv,
+# beside microbench's pair_ns of up and oursdv above.
+case " $SIDES " in
+*" oursdv "*)
+  if [ -x "$BIN/dvconsumer" ] && [ -f "$UPSTREAM-rdmav34.so" ]; then
+    rep=1
+    while [ $rep -le "$REPS" ]; do
+      env RDMAV_DRIVERS="$UPSTREAM" DVCONSUMER_PAIRS="$MICRO_ITERS" taskset 2 "$BIN/dvconsumer" \
+        "$DEV0" "$GID0" "$DEV1" "$GID1" "$UPSTREAM" > "$WORK/dvpair.log" 2>&1
+      rc=$?
+      awk -v rep=$rep '$1 == "@@PAIR" {
+        printf "@@BENCH tool=micro size=8 qps=1 mode=usb4 side=app%s pl=1 rep=%s served=usb4_rdma metric=pair_ns value=%s\n", $2, rep, $3 }' \
+        "$WORK/dvpair.log"
+      if [ $rc -ne 0 ] || [ "$(grep -c '^@@PAIR' "$WORK/dvpair.log")" -ne 2 ]; then
+        echo "@@BENCHFAIL mode=$MODE side=appdv tool=micro rep=$rep rc=$rc why=dvconsumer-pairs"
+        grep -v '^@@PAIR' "$WORK/dvpair.log" | sed 's/^/# dvpair: /' | tail -n 5
+      fi
+      rep=$((rep + 1))
+    done
+  else
+    echo "@@BENCHINFO dvpair=absent why=no-dvconsumer-or-upstream"
+  fi ;;
+esac
+
 # 2. Footprint after ibv_get_device_list and after opening DEV0 and a PD.
 rep=1
 while [ $rep -le "$REPS" ]; do

@@ -24,6 +24,15 @@
 // Every byte that moves is compared, every CQE and receive completion checked
 // field by field. One go-test-style line per case: --- PASS/FAIL/SKIP:
 // dv_consumer/<case> (<why>); exit status 1 when a case failed.
+//
+// With DVCONSUMER_PAIRS=N it times instead N back-to-back pairs (one signaled
+// 8 B RDMA WRITE from A to B, posted, then polled until its completion; the
+// queue idle before each) on kernel commands (ibv_post_send, ibv_poll_cq) and
+// then on its own DV queue (produce, KICK, look at the CQ ring), and prints
+//   @@PAIR kc|dv NS
+// the mean per pair. Through the module's C provider, which never touches DV,
+// that is the module's own cost of a DV completion against a kernel-command
+// one: the floor for any provider that posts through DV (issue 23).
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <time.h>
 
@@ -653,6 +663,67 @@ static void case_stale_generation(struct env *e)
 }
 
 // Which provider file served the device: the first libusb4_rdma mapping.
+// ---- DVCONSUMER_PAIRS: the module's DV completion against its kernel commands ----
+
+#define PAIR_WARMUP 20
+
+static double now_ns(void) { return now_s() * 1e9; }
+
+// pairs_kcmd: n pairs through ibv_post_send/ibv_poll_cq on A's QP, which has
+// no DV queue yet. The mean ns per pair, or a negative errno.
+static double pairs_kcmd(struct env *e, int n)
+{
+	struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)e->a.buf, .length = 8, .lkey = e->a.mr->lkey};
+	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+				 .send_flags = IBV_SEND_SIGNALED}, *bad;
+	wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)e->b.buf;
+	wr.wr.rdma.rkey = e->b.mr->rkey;
+	double t0 = 0;
+	for (int i = 0; i < PAIR_WARMUP + n; i++) {
+		if (i == PAIR_WARMUP)
+			t0 = now_ns();
+		wr.wr_id = (uint64_t)i;
+		int rc = ibv_post_send(e->a.qp, &wr, &bad);
+		if (rc)
+			return -rc;
+		struct ibv_wc wc;
+		if (poll_one(&e->a, &wc) || wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)i)
+			return -EIO;
+	}
+	return (now_ns() - t0) / n;
+}
+
+// pairs_dv: n pairs through A's DV queue, each produced and KICKed on an idle
+// queue (latency first), its CQE awaited on the CQ ring with sched_yield
+// between empty looks: the module writes the CQE from a workqueue item
+// (pleite-gda-8099446:kernel/ibdev.c tbv_dv_send_complete), which a spin on
+// this CPU would keep from running. The mean ns per pair, or a negative errno.
+static double pairs_dv(struct env *e, int n)
+{
+	double t0 = 0;
+	for (int i = 0; i < PAIR_WARMUP + n; i++) {
+		if (i == PAIR_WARMUP)
+			t0 = now_ns();
+		dv_wqe w = wqe_remote(e, USB4V_USB4_RDMA_DV_WQE_RDMA_WRITE, 0, 8, 0);
+		if (produce(&e->q, &w))
+			return -ENOSPC;
+		int rc = kick(&e->q);
+		if (rc)
+			return -rc;
+		double tw = now_s();
+		const uint32_t mask = USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
+		while ((((load_acquire(CONSUMER(e->q.db, cq_tail)) & mask) - e->q.cq_head) & mask) == 0) {
+			if (now_s() - tw > WAIT_S)
+				return -ETIMEDOUT;
+			sched_yield();
+		}
+		dv_cqe c;
+		if (next_cqe(&e->q, &c) || c.wr_id != w.wr_id || c.status != USB4V_USB4_RDMA_DV_CQE_SUCCESS)
+			return -EIO;
+	}
+	return (now_ns() - t0) / n;
+}
+
 static void provider_file(char *out, size_t n)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
@@ -730,6 +801,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	result("PASS", "setup", "%s", prov);
+	const char *pairs_env = getenv("DVCONSUMER_PAIRS");
+	int pairs = pairs_env ? atoi(pairs_env) : 0;
+	if (pairs > 0) {
+		double ns = pairs_kcmd(&e, pairs);
+		if (ns < 0) {
+			result("FAIL", "pairs/kc", "%s", strerror((int)-ns));
+			return 1;
+		}
+		printf("@@PAIR kc %.1f\n", ns);
+	}
 
 	// QUERY_CAPS: the answer describes the layout this program was written for.
 	rc = query_caps(e.a.ctx->cmd_fd, &e.caps);
@@ -802,6 +883,15 @@ int main(int argc, char **argv)
 	store_release(PRODUCER(q->db, cq_head), pack(0, q->gen));
 	store_release(PRODUCER(q->db, sq_tail), pack(0, q->gen));
 	result("PASS", "create_queue", "generation %u", q->gen);
+	if (pairs > 0) {
+		double ns = pairs_dv(&e, pairs);
+		if (ns < 0) {
+			result("FAIL", "pairs/dv", "%s", strerror((int)-ns));
+			return 1;
+		}
+		printf("@@PAIR dv %.1f\n", ns);
+		return 0;
+	}
 
 	// One queue per QP: a second CREATE_QUEUE is refused.
 	struct queue q2 = *q;

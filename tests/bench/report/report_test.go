@@ -557,3 +557,35 @@ func TestOursDVSamplesParse(t *testing.T) {
 		t.Fatalf("oursdv against upstream: %+v", rows)
 	}
 }
+
+// dvconsumer's pairs through upstream (sides appkc and appdv) put the module's
+// own DV premium beside ours', and ours' over it.
+func TestDVPremium(t *testing.T) {
+	var in strings.Builder
+	for rep, v := range map[string][4]float64{"1": {100, 150, 200, 320}, "2": {100, 150, 200, 300}} {
+		for i, side := range []string{SideAppKC, SideAppDV, SideUp, SideOursDV} {
+			fmt.Fprintf(&in, "@@BENCH tool=micro size=8 qps=1 mode=usb4 side=%s pl=1 rep=%s served=usb4_rdma metric=pair_ns value=%g\n", side, rep, v[i]*1e3)
+		}
+	}
+	r, err := Parse(strings.NewReader(in.String()))
+	if err != nil || len(r.Malformed) != 0 {
+		t.Fatalf("parse: %v, malformed %v", err, r.Malformed)
+	}
+	var out strings.Builder
+	writeDVPremium(func(f string, a ...any) { fmt.Fprintf(&out, f, a...) }, r)
+	doc := out.String()
+	for _, want := range []string{"| the module (", "| 150.0 (150.0–150.0) | 2 | 100.0 (100.0–100.0) | 2 | 1.50 | 1.50 |",
+		"| 310.0 (300.0–320.0) | 2 | 200.0 (200.0–200.0) | 2 | 1.55 | 1.50 |",
+		"Ours' DV premium over the module's own: 1.03 (medians), 1.00 (best runs)."} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("missing %q in:\n%s", want, doc)
+		}
+	}
+	// Without the application's pairs there is nothing to set ours against.
+	out.Reset()
+	r2, _ := Parse(strings.NewReader("@@BENCH tool=micro size=8 qps=1 mode=usb4 side=up pl=1 rep=1 served=usb4_rdma metric=pair_ns value=1\n"))
+	writeDVPremium(func(f string, a ...any) { fmt.Fprintf(&out, f, a...) }, r2)
+	if out.Len() != 0 {
+		t.Errorf("a run without appdv wrote %q", out.String())
+	}
+}

@@ -18,6 +18,10 @@ const (
 	SideUp2    = "up2"
 	SideOursKC = "ourskc"
 	SideOursDV = "oursdv"
+	// tests/usb4/dvconsumer.c's pairs through upstream: kernel commands and
+	// the application's own DV queue (the module's DV cost, no provider's).
+	SideAppKC = "appkc"
+	SideAppDV = "appdv"
 )
 
 // USB4Run is one tree's boot of the usb4 plan (results/usb4-<tree>.log).
@@ -58,6 +62,8 @@ var usb4Names = map[string]string{
 	SideUp: "upstream", SideUp2: "upstream (A/A twin)", SideOurs: "libusb4_rdma",
 	SideOursKC: "libusb4_rdma, kernel commands forced",
 	SideOursDV: "libusb4_rdma, its own DV send queues (dv_send)",
+	SideAppKC:  "an application, kernel commands (upstream)",
+	SideAppDV:  "an application, its own DV queue (upstream)",
 }
 
 // backendOf names what ours runs on a tree with its defaults: kernel commands
@@ -352,6 +358,7 @@ func writeUSB4(p func(string, ...any), runs []USB4Run, notes string) {
 		}
 		p("\n")
 		writeSyscalls(p, run, runBackend(u))
+		writeDVPremium(p, run)
 		for _, c := range cands {
 			rows := CompareSides(run, c.cand, SideUp)
 			names := pairNames(c.cand, SideUp)
@@ -540,4 +547,46 @@ func writeUSB4Providers(p func(string, ...any), run *Run) {
 		p("| %s | %s | %s | %s |\n", usb4Names[side], counts(loaded[side]), counts(served[side]), mark)
 	}
 	p("\n")
+}
+
+// pairRow is the pair_ns row of cand against base, and whether run has one.
+func pairRow(run *Run, cand, base string) (Row, bool) {
+	for _, r := range CompareSides(run, cand, base) {
+		if r.Tool == "micro" && r.Metric == "pair_ns" && !math.IsNaN(r.Ratio) {
+			return r, true
+		}
+	}
+	return Row{}, false
+}
+
+// writeDVPremium sets ours' DV post + completion pair against the module's
+// own: the same pair from an application's DV queue through upstream, which
+// never touches DV, against that application's kernel commands (issue 23).
+// A provider's DV path cannot come in under the module's own ratio.
+func writeDVPremium(p func(string, ...any), run *Run) {
+	app, okApp := pairRow(run, SideAppDV, SideAppKC)
+	ours, okOurs := pairRow(run, SideOursDV, SideUp)
+	if !okApp {
+		return
+	}
+	p("#### A DV completion's cost in the module itself\n\n")
+	p("`tests/usb4/dvconsumer.c` with `DVCONSUMER_PAIRS`: back-to-back pairs (one signaled 8 B RDMA WRITE, posted and\n")
+	p("polled until its completion) in one process, first on kernel commands, then on the application's own DV queue\n")
+	p("(produce, KICK, its CQ ring), through the module's C provider, which never touches DV: the module's price of a\n")
+	p("DV completion, with no provider's DV code involved; microbench's `pair_ns` of ours with `dv_send` against\n")
+	p("upstream is the same pair through the provider.\n\n")
+	p("| pair | DV median (min–max) µs | n | kernel commands median (min–max) µs | n | ratio | best-run ratio |\n|---|---|---|---|---|---|---|\n")
+	line := func(label string, r Row) {
+		p("| %s | %.1f (%.1f–%.1f) | %d | %.1f (%.1f–%.1f) | %d | %.2f | %.2f |\n", label,
+			r.Ours.Median/1e3, r.Ours.Min/1e3, r.Ours.Max/1e3, r.Ours.N,
+			r.Base.Median/1e3, r.Base.Min/1e3, r.Base.Max/1e3, r.Base.N, r.Ratio, r.BestRatio)
+	}
+	line("the module (an application's DV queue / its kernel commands, upstream)", app)
+	if okOurs {
+		line("the provider (ours with `dv_send` / upstream's kernel commands)", ours)
+		p("\nOurs' DV premium over the module's own: %.2f (medians), %.2f (best runs).\n\n",
+			ours.Ratio/app.Ratio, ours.BestRatio/app.BestRatio)
+	} else {
+		p("\n")
+	}
 }

@@ -385,6 +385,15 @@ for f in "$BIN"/*.so "$BIN"/upstream/*.so; do [ -e "$f" ] && echo "@@BENCHINFO f
 [ -f "$BIN/upstream/patches.log" ] && sed 's/^/# upstream: /' "$BIN/upstream/patches.log"
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 [ -d "$DBG" ] || echo "@@BENCHINFO debugfs=absent dir=$DBG"
+# The DV trees' kernel poller scans every dv_poll_interval_us while any DV queue lives
+# (pleite-gda-8099446:kernel/ibdev.c tbv_dv_poll_sleep); BENCH_DV_POLL_US sets it for
+# this boot (an A/B of the poller's share of the guest's two vCPUs), and the line says
+# which value ran.
+for p in /sys/module/thunderbolt_ibverbs/parameters/dv_poll_interval_us; do
+  [ -f "$p" ] || continue
+  [ -n "${BENCH_DV_POLL_US:-}" ] && echo "$BENCH_DV_POLL_US" > "$p"
+  echo "@@BENCHINFO dv_poll_interval_us=$(cat "$p")"
+done
 
 # 1. Which provider serves the device, per-call costs, first open.
 rep=1

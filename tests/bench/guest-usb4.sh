@@ -211,6 +211,11 @@ perf() {
     show_errors cli "$WORK/cli.log"
     note_fail "$side/$tool"
   }
+  # perftest divides by the CPU clock it calibrated at start; a calibration whose
+  # samples were disturbed (preempted) gives 0 MHz, which it prints as an inf latency
+  # (linux-rdma/perftest:src/get_clock.c sample_get_cpu_mhz, r^2 < 0.9).
+  grep -h 'Correlation coefficient' "$WORK/cli.log" "$WORK/srv.log" 2>/dev/null | head -n 1 |
+    sed "s/^/@@BENCHINFO calibration=failed mode=$MODE $tag: /"
 }
 
 case_reps() {

@@ -351,7 +351,7 @@ func writeContext(p func(string, ...any), run *Run) {
 		for _, s := range run.Invalid {
 			per[s.Side]++
 		}
-		p("%d sample(s) discarded because perftest printed inf, nan or 0 MB/s (its cycle-counter clock misreads under TCG): %s.\n",
+		p("%d sample(s) discarded because perftest printed inf, nan or 0 MB/s (inf: its clock calibration at start was disturbed, r² < 0.9, which the usb4 plan logs as `calibration=failed`): %s.\n",
 			len(run.Invalid), counts(per))
 	}
 	if len(run.Malformed) > 0 {

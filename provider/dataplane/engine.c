@@ -407,7 +407,9 @@ int usb4v_poll_cq_kcmd_held(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc
 	 * the bed (ib_write_lat 2 B, pleite-gda-8099446, 5 runs a side): DV
 	 * latency 1190-1887 us before, 478-873 after, the C provider's 201-443;
 	 * 1.8 sched_yield and 1 KICK a message, the C provider's 2.8 ioctls
-	 * (its polls). Every 16th empty poll only: about half the gain. */
+	 * (its polls). Every 16th empty poll only: about half the gain. A KICK
+	 * instead, which writes completed slots' CQEs in our system call, gained
+	 * nothing (tests/bench/results/notes-usb4.md). */
 	if (dv_waiting && !ask)
 		sched_yield();
 	/* The POLL_CQ write() runs without the spinlock: other pollers wait

@@ -724,6 +724,20 @@ static double pairs_dv(struct env *e, int n)
 	return (now_ns() - t0) / n;
 }
 
+// print_pairs prints a path's "@@PAIR PATH NS" line, or its FAIL line (ns
+// negative: an errno); 0, or 1 after a failure.
+static int print_pairs(const char *path, double ns)
+{
+	if (ns < 0) {
+		char case_name[32];
+		snprintf(case_name, sizeof(case_name), "pairs/%s", path);
+		result("FAIL", case_name, "%s", strerror((int)-ns));
+		return 1;
+	}
+	printf("@@PAIR %s %.1f\n", path, ns);
+	return 0;
+}
+
 static void provider_file(char *out, size_t n)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
@@ -803,14 +817,8 @@ int main(int argc, char **argv)
 	result("PASS", "setup", "%s", prov);
 	const char *pairs_env = getenv("DVCONSUMER_PAIRS");
 	int pairs = pairs_env ? atoi(pairs_env) : 0;
-	if (pairs > 0) {
-		double ns = pairs_kcmd(&e, pairs);
-		if (ns < 0) {
-			result("FAIL", "pairs/kc", "%s", strerror((int)-ns));
-			return 1;
-		}
-		printf("@@PAIR kc %.1f\n", ns);
-	}
+	if (pairs > 0 && print_pairs("kc", pairs_kcmd(&e, pairs)))
+		return 1;
 
 	// QUERY_CAPS: the answer describes the layout this program was written for.
 	rc = query_caps(e.a.ctx->cmd_fd, &e.caps);
@@ -883,15 +891,8 @@ int main(int argc, char **argv)
 	store_release(PRODUCER(q->db, cq_head), pack(0, q->gen));
 	store_release(PRODUCER(q->db, sq_tail), pack(0, q->gen));
 	result("PASS", "create_queue", "generation %u", q->gen);
-	if (pairs > 0) {
-		double ns = pairs_dv(&e, pairs);
-		if (ns < 0) {
-			result("FAIL", "pairs/dv", "%s", strerror((int)-ns));
-			return 1;
-		}
-		printf("@@PAIR dv %.1f\n", ns);
-		return 0;
-	}
+	if (pairs > 0)
+		return print_pairs("dv", pairs_dv(&e, pairs));
 
 	// One queue per QP: a second CREATE_QUEUE is refused.
 	struct queue q2 = *q;

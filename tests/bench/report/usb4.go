@@ -562,7 +562,8 @@ func pairRow(run *Run, cand, base string) (Row, bool) {
 // writeDVPremium sets ours' DV post + completion pair against the module's
 // own: the same pair from an application's DV queue through upstream, which
 // never touches DV, against that application's kernel commands (issue 23).
-// A provider's DV path cannot come in under the module's own ratio.
+// The module's ratio is the best a provider's DV path can reach; ours over it
+// is what the provider adds.
 func writeDVPremium(p func(string, ...any), run *Run) {
 	app, okApp := pairRow(run, SideAppDV, SideAppKC)
 	ours, okOurs := pairRow(run, SideOursDV, SideUp)

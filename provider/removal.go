@@ -58,7 +58,8 @@ type removalWatcher struct {
 	stop    chan struct{} // closed to stop the goroutine; nil when none runs
 }
 
-var defaultWatcher = &removalWatcher{list: rdmanl.Devices, interval: RemovalPollInterval}
+// The bare dump (rdmanl.ListDevices): names and GUIDs are all check needs.
+var defaultWatcher = &removalWatcher{list: rdmanl.ListDevices, interval: RemovalPollInterval}
 
 // WatchRemoval makes c watch for its device's removal. onRemoved runs once,
 // on the watcher's goroutine, after the context fails every verb with EIO

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -338,4 +340,15 @@ func TestRemovalCallbackOutsideContextLock(t *testing.T) {
 	unblocked(t, "resize_cq while the removal runs", resized)
 	unblocked(t, "removal", removed)
 	_ = c.Close()
+}
+
+// The watcher lists once a second for as long as a context is open, and needs
+// names and GUIDs only: the bare dump, not Devices' chardev query per device
+// (on the usb4 bed that was 20 of the ~26 netlink calls of each check,
+// tests/bench/results/notes-usb4.md).
+func TestRemovalWatcherListsWithOneDump(t *testing.T) {
+	if got, want := reflect.ValueOf(defaultWatcher.list).Pointer(), reflect.ValueOf(rdmanl.ListDevices).Pointer(); got != want {
+		t.Errorf("the removal watcher lists with %s, want rdmanl.ListDevices",
+			runtime.FuncForPC(got).Name())
+	}
 }

@@ -148,6 +148,12 @@ func (h *Handle) Devices() ([]Device, error) {
 	return devs, err
 }
 
+// ListDevices is Devices without the per-device chardev query: one
+// RDMA_NLDEV_CMD_GET dump, DriverID left 0. For callers that list often and
+// need names and GUIDs only (the provider's removal watcher, once a second).
+// If the error is ErrDumpInterrupted the list may be incomplete; retry.
+func (h *Handle) ListDevices() ([]Device, error) { return h.devices() }
+
 // devices is the bare RDMA_NLDEV_CMD_GET dump.
 func (h *Handle) devices() ([]Device, error) {
 	const op = "dev show"

@@ -38,6 +38,23 @@ func TestDevices(t *testing.T) {
 	}
 }
 
+// ListDevices is the dump alone: one request however many devices there
+// are, names and GUIDs as Devices has them, DriverID 0.
+func TestListDevicesIsOneDump(t *testing.T) {
+	h, c := newFake(t, fakeKernel(t, testDevs))
+	devs, err := h.ListDevices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.sent) != 1 || c.sent[0].Header.Flags != unix.NLM_F_REQUEST|unix.NLM_F_DUMP {
+		t.Fatalf("requests: %+v", c.sent)
+	}
+	if len(devs) != 2 || devs[0].Name != "rxe0" || devs[0].NodeGUID != 0x505400fffe123456 || devs[0].DriverID != 0 ||
+		devs[1].Name != "usb4_rdma0" || devs[1].NodeGUID != 0x0200544200000001 {
+		t.Fatalf("devices %+v", devs)
+	}
+}
+
 func TestChardevRequest(t *testing.T) {
 	h, c := newFake(t, fakeKernel(t, testDevs))
 	cd, err := h.UverbsChardev(3)

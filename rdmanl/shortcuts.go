@@ -16,6 +16,10 @@ func withHandle[T any](fn func(h *Handle) (T, error)) (T, error) {
 // Devices lists all RDMA devices. Equivalent to: `rdma dev show`
 func Devices() ([]Device, error) { return withHandle((*Handle).Devices) }
 
+// ListDevices lists all RDMA devices with one dump and no chardev queries
+// (DriverID 0): Handle.ListDevices.
+func ListDevices() ([]Device, error) { return withHandle((*Handle).ListDevices) }
+
 // DeviceByName returns the device called name.
 func DeviceByName(name string) (Device, error) {
 	return withHandle(func(h *Handle) (Device, error) { return h.DeviceByName(name) })

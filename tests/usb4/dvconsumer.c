@@ -37,11 +37,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/ioctl.h>
 #include <time.h>
 
@@ -218,9 +218,12 @@ static const char *produce(struct queue *q, const dv_wqe *w)
 	return NULL;
 }
 
-// next_cqe waits (bounded) for the kernel's next CQE and copies it out: acquire
-// cq_tail, read the CQE, release cq_head. 0, or a message.
-static const char *next_cqe(struct queue *q, dv_cqe *out)
+static const char no_cqe[] = "no CQE"; // wait_cqe's timeout, told apart by address
+
+// wait_cqe waits (bounded) for the kernel's next CQE and copies it out: acquire
+// cq_tail, read the CQE, release cq_head; with yield, sched_yield between empty
+// looks. 0, or a message.
+static const char *wait_cqe(struct queue *q, dv_cqe *out, int yield)
 {
 	double t0 = now_s();
 	for (;;) {
@@ -232,7 +235,9 @@ static const char *next_cqe(struct queue *q, dv_cqe *out)
 		if (load_acquire(CONSUMER(q->db, qp_state)) != USB4V_USB4_RDMA_DV_QP_LIVE)
 			return "consumer.qp_state left LIVE";
 		if (now_s() - t0 > WAIT_S)
-			return "no CQE";
+			return no_cqe;
+		if (yield)
+			sched_yield();
 	}
 	memcpy(out, &q->cq[q->cq_head % CQ_ENTRIES], sizeof(*out));
 	q->cq_head = (q->cq_head + 1) & USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
@@ -246,6 +251,9 @@ static const char *next_cqe(struct queue *q, dv_cqe *out)
 	}
 	return "a CQE for no outstanding WQE";
 }
+
+// next_cqe is wait_cqe spinning: the consumer cases' way.
+static const char *next_cqe(struct queue *q, dv_cqe *out) { return wait_cqe(q, out, 0); }
 
 // ---- the verbs side ----
 
@@ -662,7 +670,6 @@ static void case_stale_generation(struct env *e)
 	verdict(name(e, "stale_generation_completes_with_STALE_GEN"), err);
 }
 
-// Which provider file served the device: the first libusb4_rdma mapping.
 // ---- DVCONSUMER_PAIRS: the module's DV completion against its kernel commands ----
 
 #define PAIR_WARMUP 20
@@ -710,15 +717,11 @@ static double pairs_dv(struct env *e, int n)
 		int rc = kick(&e->q);
 		if (rc)
 			return -rc;
-		double tw = now_s();
-		const uint32_t mask = USB4V_USB4_RDMA_DV_TAIL_INDEX_MASK;
-		while ((((load_acquire(CONSUMER(e->q.db, cq_tail)) & mask) - e->q.cq_head) & mask) == 0) {
-			if (now_s() - tw > WAIT_S)
-				return -ETIMEDOUT;
-			sched_yield();
-		}
 		dv_cqe c;
-		if (next_cqe(&e->q, &c) || c.wr_id != w.wr_id || c.status != USB4V_USB4_RDMA_DV_CQE_SUCCESS)
+		const char *err = wait_cqe(&e->q, &c, 1);
+		if (err == no_cqe)
+			return -ETIMEDOUT;
+		if (err || c.wr_id != w.wr_id || c.status != USB4V_USB4_RDMA_DV_CQE_SUCCESS)
 			return -EIO;
 	}
 	return (now_ns() - t0) / n;
@@ -738,6 +741,7 @@ static int print_pairs(const char *path, double ns)
 	return 0;
 }
 
+// Which provider file served the device: the first libusb4_rdma mapping.
 static void provider_file(char *out, size_t n)
 {
 	FILE *f = fopen("/proc/self/maps", "re");

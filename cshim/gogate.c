@@ -21,13 +21,16 @@
 //    (go:src/runtime/proc.go schedinit initSigmask; a c-shared library
 //    may block every signal but the ones below, signal_unix.go
 //    blockableSig);
-//  - SIGURG (Go's preemption signal), SIGCHLD and SIGPROF the runtime
-//    unblocks on each of its threads (and on an application thread's
-//    first call) whatever the mask: for these an application handler
-//    without SA_ONSTACK gets it added at a call (checked at most every
-//    10 ms), and the alternate stack the runtime gives each thread takes
-//    the frame. Go's runtime does the same, once, to every handler it
-//    finds when it starts.
+//  - SIGCHLD and SIGPROF the runtime unblocks on each of its threads (and
+//    on an application thread inside a call) whatever the mask, and SIGURG
+//    (Go's preemption signal) too unless asynchronous preemption is off,
+//    as it is in our build (scripts/build-provider.sh). For these an
+//    application handler without SA_ONSTACK gets it added at every call,
+//    and the alternate stack the runtime gives each thread takes the
+//    frame. Go's runtime does the same, once, to every handler it finds
+//    when it starts. What stays exposed: a handler installed after the
+//    application's last call, for a signal that reaches a runtime thread
+//    while it runs a goroutine (the runtime's own work between calls).
 // Synchronous signals (faults) are never blocked: a fault while blocked
 // kills the process, and Go needs its own for nil checks.
 //
@@ -43,7 +46,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "shim.h"
 
@@ -116,25 +118,10 @@ static void add_onstack(void)
 	}
 }
 
-// Three sigaction reads cost as much as the two mask changes; an
-// application installs handlers rarely, so the check runs at most once per
-// ONSTACK_CHECK_NS (coarse clock: vDSO, no system call). Until the next
-// check a new handler is as exposed as before the application's next verb.
-enum { ONSTACK_CHECK_NS = 10 * 1000 * 1000 };
-static atomic_llong onstack_checked; // CLOCK_MONOTONIC_COARSE ns of the last check
-
-static bool onstack_due(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
-		return true;
-	long long now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-	long long last = atomic_load_explicit(&onstack_checked, memory_order_relaxed);
-	if (last && now - last < ONSTACK_CHECK_NS)
-		return false;
-	return atomic_compare_exchange_strong(&onstack_checked, &last, now);
-}
-
+// The check costs three sigaction reads per call into the Go part (control
+// verbs only; the data path never enters Go). It used to run at most every
+// 10 ms: a handler installed right after a call then stayed without
+// SA_ONSTACK through the next calls, while they woke the runtime's threads.
 int usb4_go_enter(struct usb4_go_saved *saved, const char *entry)
 {
 	usb4_go_block_signals(saved);
@@ -150,8 +137,7 @@ int usb4_go_enter(struct usb4_go_saved *saved, const char *entry)
 		return ENOTRECOVERABLE;
 	}
 	in_go = true;
-	if (onstack_due())
-		add_onstack();
+	add_onstack();
 	return 0;
 }
 

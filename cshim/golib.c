@@ -172,10 +172,9 @@ __attribute__((format(printf, 2, 3))) static void fail(int err, const char *fmt,
 // forwards SIGURG (its preemption signal) at all, so an application's
 // SIGURG handler went dead. So a SIGPIPE or SIGURG disposition the
 // application set (anything but SIG_DFL) is put back right after the load.
-// What that costs Go: with SIGURG not its own it loses asynchronous
-// preemption (goroutines yield at function calls, as with
-// GODEBUG=asyncpreemptoff=1), which the Go part's short control calls never
-// need; with SIGPIPE ignored, writes to a closed pipe in Go return EPIPE,
+// Go's asynchronous preemption (SIGURG) is off in our build anyway
+// (scripts/build-provider.sh: goroutines yield at function calls), which
+// the Go part's short control calls never need; with SIGPIPE ignored, writes to a closed pipe in Go return EPIPE,
 // which the Go part handles as any error.
 static bool set_by_application(const struct sigaction *sa)
 {
@@ -185,9 +184,10 @@ static bool set_by_application(const struct sigaction *sa)
 // put_back reinstalls an application's disposition with SA_ONSTACK added to
 // a handler: Go's runtime adds it to every handler it finds and does not
 // take; the two put back need it too, or Go's preemption signals (SIGURG,
-// sent to any of its threads while it runs a goroutine) would run the
-// application's handler on a small goroutine stack: issue 22, qperf's
-// sig_urg (installed with SA_SIGINFO only) aborted qperf that way.
+// sent to any of its threads while it runs a goroutine, before our build
+// turned asynchronous preemption off) would run the application's handler
+// on a small goroutine stack: issue 22, qperf's sig_urg (installed with
+// SA_SIGINFO only) aborted qperf that way.
 static void put_back(int sig, struct sigaction sa)
 {
 	if ((sa.sa_flags & SA_SIGINFO) || (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN))

@@ -568,11 +568,12 @@ struct usb4_go_api {
 // (all but SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS) and
 // usb4_go_leave restores the caller's mask: a signal that arrives
 // meanwhile is delivered on return, in C. The Go part was loaded under the
-// same mask, so the runtime's own threads block those signals for good;
-// for the three the runtime unblocks on its threads whatever the mask
-// (SIGURG, SIGCHLD, SIGPROF) an application handler gets SA_ONSTACK
-// added (checked at most every 10 ms), as the runtime does at load to the
-// handlers it finds. A thread whose earlier call never came back (it left
+// same mask and without asynchronous preemption, so the runtime's own
+// threads block those signals for good but SIGCHLD and SIGPROF, which it
+// unblocks on its threads whatever the mask: for these (and SIGURG, should
+// GODEBUG turn preemption back on) an application handler gets SA_ONSTACK
+// added at every call, as the runtime does at load to the handlers it
+// finds. A thread whose earlier call never came back (it left
 // Go by a longjmp) is refused: USB4_GO gives ENOTRECOVERABLE, one line.
 // The caller's signal mask (a sigset_t; shim.h is also compiled without
 // the POSIX headers' feature macros).

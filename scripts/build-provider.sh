@@ -42,14 +42,23 @@ mv "$out/libusb4_rdma.so.tmp" "$out/libusb4_rdma.so"
 # drives the front's through the table usb4goStart hands over
 # (provider/dataplane/engine_api.h). Tags given here are added to it.
 tags=usb4front
+# Without asynchronous preemption (GODEBUG's asyncpreemptoff=1 as the built-in
+# default, go:src/runtime/runtime1.go parsedebugvars): the runtime then never
+# sends SIGURG to its threads and lets them keep it blocked (signal_unix.go
+# blockableSig), so an application's SIGURG handler without SA_ONSTACK never
+# runs on a goroutine's stack (cshim/gogate.c). -ldflags given here are added.
+ldflags="-X=runtime.godebugDefault=asyncpreemptoff=1"
 goflags=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     -tags) tags+=",${2:?-tags needs a value}"; shift 2 ;;
     -tags=*) tags+=",${1#-tags=}"; shift ;;
+    -ldflags) ldflags+=" ${2:?-ldflags needs a value}"; shift 2 ;;
+    -ldflags=*) ldflags+=" ${1#-ldflags=}"; shift ;;
     *) goflags+=("$1"); shift ;;
   esac
 done
+goflags+=(-ldflags "$ldflags")
 # The headers' hash in CGO_CFLAGS: a header change rebuilds the Go part (cgo-headers.sh).
 hdrs=$("$repo/scripts/cgo-headers.sh")
 [[ " ${CGO_CFLAGS:-} " == *" $hdrs "* ]] || export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} $hdrs"

@@ -38,6 +38,14 @@
 //                          of a thread inside a library call may leave libc
 //                          locks held, with any provider). Prints "jump
 //                          opens <n> jumped <j> signals <count>"
+//   signals runtime-masks  loads, then prints "thread <tid> blocks URG <y|n>
+//                          CHLD <y|n> PROF <y|n>" for each thread the load
+//                          started (the Go runtime's), from SigBlk in
+//                          /proc/self/task/<tid>/status
+//   signals onstack-next-call
+//                          loads, installs URG, CHLD and PROF handlers
+//                          without SA_ONSTACK, makes one more open of ours
+//                          at once, prints "onstack <SIG> <y|n>" for each
 // <d> is "dfl", "ign" or "handler <object>", the object the handler is in.
 // Declares the few libibverbs functions it uses (needs libibverbs1 only).
 #define _GNU_SOURCE
@@ -314,10 +322,8 @@ static int storm(int argc, char **argv, bool jump)
 		install(SIGALRM, fn);
 		for (int k = 0; k < st.nsigs; k++)
 			install(st.sigs[k], fn);
-		// One call into Go after the provider's SA_ONSTACK check is due
-		// again (at most every 10 ms), before the signals start.
-		struct timespec pause = {0, 30 * 1000 * 1000};
-		nanosleep(&pause, NULL);
+		// One call into Go (which adds SA_ONSTACK to the handlers the
+		// runtime's threads can take) before the signals start.
 		char got[48];
 		if (st.n)
 			open_result(st.list[0], got, sizeof(got));
@@ -348,6 +354,76 @@ static int storm(int argc, char **argv, bool jump)
 		printf("jump jumped %ld\n", atomic_load(&jumped));
 	printf("storm devices %d opens %ld same %ld differ %ld signals %ld\n", st.n, atomic_load(&st.opens),
 		       atomic_load(&st.same), atomic_load(&st.differ), atomic_load(&handled));
+	return 0;
+}
+
+// runtime_masks prints the signal mask of every thread the load started.
+static __attribute__((noinline)) int runtime_masks(void)
+{
+	char before[4096] = "";
+	DIR *d = opendir("/proc/self/task");
+	for (struct dirent *e; d && (e = readdir(d));)
+		if (e->d_name[0] != '.' && strlen(before) + strlen(e->d_name) + 3 < sizeof(before))
+			strcat(strcat(strcat(before, " "), e->d_name), " ");
+	if (d)
+		closedir(d);
+	int n = 0;
+	load_go_part(&n);
+	int started = 0;
+	d = opendir("/proc/self/task");
+	for (struct dirent *e; d && (e = readdir(d));) {
+		char key[300], path[300], line[256];
+		snprintf(key, sizeof(key), " %s ", e->d_name);
+		if (e->d_name[0] == '.' || strstr(before, key))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		FILE *f = fopen(path, "r");
+		unsigned long long blk = 0;
+		bool found = false;
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, "SigBlk: %llx", &blk) == 1)
+				found = true;
+		if (f)
+			fclose(f);
+		if (!found)
+			continue;
+		started++;
+		const int bits[] = {SIGURG, SIGCHLD, SIGPROF};
+		printf("thread %s blocks", e->d_name);
+		for (int i = 0; i < 3; i++)
+			printf(" %s %c", i == 0 ? "URG" : i == 1 ? "CHLD" : "PROF", (blk >> (bits[i] - 1)) & 1 ? 'y' : 'n');
+		printf("\n");
+	}
+	if (d)
+		closedir(d);
+	printf("threads started by the load: %d\n", started);
+	return 0;
+}
+
+// onstack_next_call: handlers without SA_ONSTACK for the three signals the
+// runtime never lets its threads block, installed after the load, then one
+// call into the Go part at once: does it give them SA_ONSTACK?
+static __attribute__((noinline)) int onstack_next_call(void)
+{
+	int n = 0;
+	struct ibv_device **list = load_go_part(&n);
+	const struct {
+		int sig;
+		const char *name;
+	} sigs[] = {{SIGURG, "SIGURG"}, {SIGCHLD, "SIGCHLD"}, {SIGPROF, "SIGPROF"}};
+	for (int k = 0; k < 3; k++)
+		install(sigs[k].sig, on_storm);
+	for (int i = 0; i < n; i++)
+		if (ours(list[i])) {
+			char got[48];
+			open_result(list[i], got, sizeof(got));
+			break;
+		}
+	for (int k = 0; k < 3; k++) {
+		struct sigaction sa;
+		sigaction(sigs[k].sig, NULL, &sa);
+		printf("onstack %s %c\n", sigs[k].name, sa.sa_flags & SA_ONSTACK ? 'y' : 'n');
+	}
 	return 0;
 }
 
@@ -464,10 +540,15 @@ int main(int argc, char **argv)
 		pthread_join(t, NULL);
 		return 0;
 	}
+	if (strcmp(mode, "runtime-masks") == 0)
+		return runtime_masks();
+	if (strcmp(mode, "onstack-next-call") == 0)
+		return onstack_next_call();
 	if (strcmp(mode, "storm") == 0)
 		return storm(argc, argv, false);
 	if (strcmp(mode, "jump") == 0)
 		return storm(argc, argv, true);
-	fprintf(stderr, "usage: signals dispositions|pipe-exec|segv-after|urg|storm WHEN SIGS...|jump\n");
+	fprintf(stderr, "usage: signals dispositions|pipe-exec|segv-after|urg|runtime-masks|onstack-next-call|"
+			"storm WHEN SIGS...|jump\n");
 	return 2;
 }

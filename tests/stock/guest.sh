@@ -75,8 +75,10 @@ report() {
 # prints one line per ping; those say nothing about why it failed.
 show_tail() {
   [ -s "$2" ] || { echo "    $1| (no output)"; return; }
-  # perftest names a failed completion's status far above its last lines.
+  # perftest names a failed completion's status far above its last lines, and
+  # the provider's own lines (a removal it saw, a refusal) come before them.
   grep -m 3 -E 'Failed status|syndrom' "$2" | sed "s/^/    $1| /"
+  grep -m 3 '^libusb4_rdma:' "$2" | sed "s/^/    $1| /"
   grep -v 'ping data:' "$2" | tail -n 15 | sed "s/^/    $1| /"
 }
 

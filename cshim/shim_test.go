@@ -1266,9 +1266,12 @@ func TestSignalStorm(t *testing.T) {
 					t.Errorf("no siglongjmp happened (the test proves nothing):\n%s", r.stdout)
 				}
 			}
-			m := regexp.MustCompile(`storm devices (\d+) opens (\d+) same (\d+) differ (\d+) signals (\d+)\n`).FindStringSubmatch(r.stdout)
+			m := regexp.MustCompile(`storm devices (\d+) opens (\d+) same (\d+) differ (\d+) signals (\d+) on_go_stack (\d+)\n`).FindStringSubmatch(r.stdout)
 			if m == nil {
 				t.Fatalf("no result line:\n%s", r.stdout)
+			}
+			if m[6] != "0" {
+				t.Errorf("a handler ran on a goroutine's stack %s times", m[6])
 			}
 			if m[4] != "0" {
 				t.Errorf("%s opens gave another result than before the storm", m[4])

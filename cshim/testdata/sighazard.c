@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gostack.h"
 #include "testdev.h"
 
 enum { ROUNDS = 400, WRITES = 4000, BUF = 4096 };
@@ -67,43 +68,6 @@ static void fail(atomic_long *ctr, const char *what, int err)
 	if (!first_err[0])
 		snprintf(first_err, sizeof(first_err), "%s: %s", what, strerror(err));
 	pthread_mutex_unlock(&err_mu);
-}
-
-// on_go_stack: whether this handler runs on a goroutine's stack, the hazard
-// itself (before it corrupts anything, which is luck). A handler frame
-// belongs on the thread's alternate signal stack, on the main thread's
-// stack, or on the stack glibc allocated with the thread, which lies just
-// below its thread descriptor (pthread_self; glibc:nptl/allocate_stack.c,
-// the TCB at the top of the stack block on x86_64). Go's own threads are
-// such threads; their goroutines' stacks come from Go's heap (at a random
-// place since Go 1.26), nowhere near. The check costs one system call.
-static uintptr_t main_stack_lo, main_stack_hi;
-enum { THREAD_STACK_MAX = 64 << 20 };
-
-static bool on_go_stack(void)
-{
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0), self = (uintptr_t)pthread_self();
-	stack_t ss;
-	if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK))
-		return false;
-	if (sp >= main_stack_lo && sp < main_stack_hi)
-		return false;
-	return !(sp < self && self - sp < THREAD_STACK_MAX);
-}
-
-// find_main_stack reads the top of the main thread's stack ([stack]); the
-// mapping grows down, so its bottom is taken as far as any thread's.
-static void find_main_stack(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	while (f && fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		if (strstr(line, "[stack]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
-			main_stack_lo = hi - THREAD_STACK_MAX < lo ? hi - THREAD_STACK_MAX : lo, main_stack_hi = hi;
-	}
-	if (f)
-		fclose(f);
 }
 
 // What an application's handler does with its stack: uses 3 KiB of it.
@@ -351,7 +315,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *mode = argv[3];
-	find_main_stack();
+	gostack_init();
 	struct env e = {.gid_index = atoi(argv[2])};
 	bool qperf = strcmp(mode, "qperf") == 0, jump = strcmp(mode, "jump") == 0;
 	if (qperf) {

@@ -28,8 +28,11 @@
 //                          the Go part) while SIGALRM fires every 100 us
 //                          (setitimer) and a thread sends the others to the
 //                          process; each handler uses 3 KiB of stack, as a
-//                          handler calling into libc does. Prints "storm
-//                          opens <n> same <s> differ <d> signals <count>"
+//                          handler calling into libc does, after checking
+//                          it does not run on a goroutine's stack
+//                          (gostack.h). Prints "storm devices <k> opens <n>
+//                          same <s> differ <d> signals <count> on_go_stack
+//                          <g>"
 //   signals jump           issue 22: the storm (SIGALRM and SIGUSR1 after
 //                          the load) while 2 more threads each loop in C
 //                          with a sigsetjmp armed and their handler
@@ -65,6 +68,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "gostack.h"
 
 struct ibv_device;
 struct ibv_context;
@@ -150,13 +155,18 @@ static const struct {
 } storm_names[] = {{"ALRM", SIGALRM}, {"URG", SIGURG}, {"PIPE", SIGPIPE}, {"USR1", SIGUSR1},
 		   {"INT", SIGINT},   {"CHLD", SIGCHLD}, {"PROF", SIGPROF}};
 
-static atomic_long handled;
+static atomic_long handled, go_stack;
 
 // A handler as an application writes it: it works on the stack it was
-// given (3 KiB here, a buffer and a libc call's worth).
+// given (3 KiB here, a buffer and a libc call's worth). First it checks
+// where it runs: on a goroutine's stack it counts and returns.
 static void on_storm(int sig, siginfo_t *info, void *uctx)
 {
 	(void)info, (void)uctx;
+	if (on_go_stack()) {
+		atomic_fetch_add(&go_stack, 1);
+		return;
+	}
 	volatile char pad[3072];
 	for (size_t i = 0; i < sizeof(pad); i += 64)
 		pad[i] = (char)sig;
@@ -191,6 +201,10 @@ static atomic_long jumped;
 static void on_jump(int sig, siginfo_t *info, void *uctx)
 {
 	(void)sig, (void)info, (void)uctx;
+	if (on_go_stack()) {
+		atomic_fetch_add(&go_stack, 1);
+		return;
+	}
 	volatile char pad[3072];
 	for (size_t i = 0; i < sizeof(pad); i += 64)
 		pad[i] = 1;
@@ -288,6 +302,7 @@ static bool ours(struct ibv_device *dev)
 static int storm(int argc, char **argv, bool jump)
 {
 	static struct storm st;
+	gostack_init();
 	bool before = !jump && argc > 2 && strcmp(argv[2], "before") == 0;
 	bool quiet = !jump && argc > 2 && strcmp(argv[2], "quiet") == 0; // no signals: the control
 	st.jump = jump;
@@ -352,8 +367,9 @@ static int storm(int argc, char **argv, bool jump)
 		pthread_join(jumpers[w], NULL);
 	if (jump)
 		printf("jump jumped %ld\n", atomic_load(&jumped));
-	printf("storm devices %d opens %ld same %ld differ %ld signals %ld\n", st.n, atomic_load(&st.opens),
-		       atomic_load(&st.same), atomic_load(&st.differ), atomic_load(&handled));
+	printf("storm devices %d opens %ld same %ld differ %ld signals %ld on_go_stack %ld\n", st.n,
+	       atomic_load(&st.opens), atomic_load(&st.same), atomic_load(&st.differ), atomic_load(&handled),
+	       atomic_load(&go_stack));
 	return 0;
 }
 

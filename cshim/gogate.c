@@ -22,7 +22,7 @@
 //    may block every signal but the ones below, signal_unix.go
 //    blockableSig);
 //  - SIGCHLD and SIGPROF the runtime unblocks on each of its threads (and
-//    on an application thread inside a call) whatever the mask, and SIGURG
+//    on an application thread at its first call) whatever the mask, and SIGURG
 //    (Go's preemption signal) too unless asynchronous preemption is off,
 //    as it is in our build (scripts/build-provider.sh). For these an
 //    application handler without SA_ONSTACK gets it added at every call,

@@ -174,8 +174,9 @@ __attribute__((format(printf, 2, 3))) static void fail(int err, const char *fmt,
 // application set (anything but SIG_DFL) is put back right after the load.
 // Go's asynchronous preemption (SIGURG) is off in our build anyway
 // (scripts/build-provider.sh: goroutines yield at function calls), which
-// the Go part's short control calls never need; with SIGPIPE ignored, writes to a closed pipe in Go return EPIPE,
-// which the Go part handles as any error.
+// the Go part's short control calls never need; with SIGPIPE ignored,
+// writes to a closed pipe in Go return EPIPE, which the Go part handles as
+// any error.
 static bool set_by_application(const struct sigaction *sa)
 {
 	return (sa->sa_flags & SA_SIGINFO) || sa->sa_handler != SIG_DFL;

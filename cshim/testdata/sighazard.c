@@ -395,9 +395,10 @@ int main(int argc, char **argv)
 	       atomic_load(&verbs_ok), atomic_load(&verbs_err), atomic_load(&writes_ok), atomic_load(&writes_err),
 	       atomic_load(&handled), atomic_load(&jumped), atomic_load(&go_stack));
 	bool ok = !first_err[0] && atomic_load(&verbs_ok) == 2 * ROUNDS && atomic_load(&writes_ok) == WRITES;
-	if (ok && atomic_load(&go_stack))
+	if (ok && atomic_load(&go_stack)) {
 		printf("outcome %s: a handler ran on a goroutine's stack (%ld times)\n", mode, atomic_load(&go_stack));
-	else
-		printf("outcome %s: %s\n", mode, ok ? "ok" : first_err[0] ? first_err : "incomplete");
+		return 1;
+	}
+	printf("outcome %s: %s\n", mode, ok ? "ok" : first_err[0] ? first_err : "incomplete");
 	return ok ? 0 : 1;
 }

@@ -126,12 +126,13 @@ func threadState(t *testing.T, tid int) byte {
 }
 
 // TestKernelCommandPollersSleep (issue 12 item 9): while one thread's
-// POLL_CQ write is in the kernel (the double sleeps 400 ms in it), a second
+// POLL_CQ write is in the kernel (the double holds it there), a second
 // poller of the same kernel-command CQ must sleep, not spin on the CQ's
 // spinlock for the whole system call.
 func TestKernelCommandPollersSleep(t *testing.T) {
 	e := newUSB4Env(t, "kcmd", 64)
-	e.d.SetPollDelay(400_000)
+	e.d.HoldPolls(true) // until the second poller has been sampled
+	defer e.d.HoldPolls(false)
 	first := make(chan error, 1)
 	go func() {
 		var wc [4]WC
@@ -163,7 +164,7 @@ func TestKernelCommandPollersSleep(t *testing.T) {
 		states = append(states, threadState(t, tid))
 		time.Sleep(5 * time.Millisecond)
 	}
-	e.d.SetPollDelay(0)
+	e.d.HoldPolls(false)
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,11 @@ func TestKernelCommandPollWithDVQPsFreesTheSpinlock(t *testing.T) {
 	if err := e.qpA.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{e.sgeA(0, 8)}}}); err != nil {
 		t.Fatal(err)
 	}
-	e.d.SetPollDelay(400_000)
+	// The poll stays in the "kernel" until released: the teardown must
+	// return meanwhile, however slow the host (a 400 ms sleep in the double
+	// was once too short in a loaded VM).
+	e.d.HoldPolls(true)
+	defer e.d.HoldPolls(false)
 	polled := make(chan error, 1)
 	go func() {
 		var wc [4]WC
@@ -199,14 +204,24 @@ func TestKernelCommandPollWithDVQPsFreesTheSpinlock(t *testing.T) {
 	for e.d.PollsEntered() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	e.qpA.Close()
+	closed := make(chan struct{})
+	go func() {
+		e.qpA.Close()
+		close(closed)
+	}()
+	var waited bool
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		waited = true // the teardown waits for the poll: let it end
+	}
+	e.d.HoldPolls(false)
+	<-closed
 	e.qpA = nil
-	inKernel := e.d.PollsDone() == 0
-	e.d.SetPollDelay(0)
 	if err := <-polled; err != nil {
 		t.Fatal(err)
 	}
-	if !inKernel {
+	if waited {
 		t.Error("the DV QP's teardown waited for a POLL_CQ in the kernel: the write ran under the CQ's spinlock")
 	}
 }

@@ -508,6 +508,8 @@ static ssize_t dbl_write(void *ctx, int fd, const void *buf, size_t len)
 		uint32_t us = __atomic_load_n(&d->poll_delay_us, __ATOMIC_RELAXED);
 		if (us)
 			usleep(us);
+		while (__atomic_load_n(&d->poll_hold, __ATOMIC_ACQUIRE))
+			usleep(1000);
 	}
 	pthread_mutex_lock(&d->mu);
 	d->writes++;
@@ -1166,6 +1168,11 @@ void dbl_flood_cq(struct dbl *d, uint32_t cq, uint32_t n)
 void dbl_set_poll_delay(struct dbl *d, uint32_t us)
 {
 	__atomic_store_n(&d->poll_delay_us, us, __ATOMIC_RELAXED);
+}
+
+void dbl_hold_polls(struct dbl *d, int hold)
+{
+	__atomic_store_n(&d->poll_hold, hold, __ATOMIC_RELEASE);
 }
 
 uint64_t dbl_polls_entered(struct dbl *d)

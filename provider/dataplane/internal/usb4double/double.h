@@ -73,6 +73,7 @@ struct dbl {
 	void *app_mem[3 * DBL_MAX_QP];
 	int app_mem_n;
 	uint32_t poll_delay_us;  /* POLL_CQ sleeps this long, as a slow syscall */
+	int poll_hold;           /* POLL_CQ waits while set: a syscall that ends when the test says */
 	uint64_t polls_entered;  /* POLL_CQ writes that reached the double */
 	uint64_t polls_done;     /* ... and that it answered */
 	uint64_t kick_errors, post_send_busy;
@@ -92,6 +93,7 @@ int dbl_create_qp(struct dbl *d, uint32_t type, uint32_t send_cq, uint32_t recv_
 /* DESTROY_QP: tears the QP's DV queue down with it; the handle is reused. */
 int dbl_destroy_qp(struct dbl *d, uint32_t h);
 void dbl_set_poll_delay(struct dbl *d, uint32_t us);
+void dbl_hold_polls(struct dbl *d, int hold);
 uint64_t dbl_polls_entered(struct dbl *d);
 uint64_t dbl_polls_done(struct dbl *d);
 void dbl_connect(struct dbl *d, uint32_t a, uint32_t b);

@@ -166,6 +166,16 @@ func (d *Double) DestroyQueues() uint64 { return uint64(d.d.destroy_queues) }
 // it is handled, as a slow system call would.
 func (d *Double) SetPollDelay(us uint32) { C.dbl_set_poll_delay(d.d, C.uint32_t(us)) }
 
+// HoldPolls makes POLL_CQ writes wait in the "kernel" until HoldPolls(false):
+// a slow system call whose end the test decides, not the clock.
+func (d *Double) HoldPolls(hold bool) {
+	h := C.int(0)
+	if hold {
+		h = 1
+	}
+	C.dbl_hold_polls(d.d, h)
+}
+
 // PollsEntered counts POLL_CQ writes that reached the double.
 func (d *Double) PollsEntered() uint64 { return uint64(C.dbl_polls_entered(d.d)) }
 

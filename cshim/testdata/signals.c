@@ -373,25 +373,26 @@ static int storm(int argc, char **argv, bool jump)
 	return 0;
 }
 
-// runtime_masks prints the signal mask of every thread the load started.
+// The signals Go's runtime unblocks on its threads whatever the mask
+// (SIGURG only while asynchronous preemption is on).
+static const struct {
+	int sig;
+	const char *name;
+} runtime_unblocked[] = {{SIGURG, "URG"}, {SIGCHLD, "CHLD"}, {SIGPROF, "PROF"}};
+enum { N_RUNTIME_UNBLOCKED = sizeof(runtime_unblocked) / sizeof(runtime_unblocked[0]) };
+
+// runtime_masks prints the signal mask of every thread the load started:
+// every thread but the main one, since this mode starts none of its own.
 static __attribute__((noinline)) int runtime_masks(void)
 {
-	char before[4096] = "";
-	DIR *d = opendir("/proc/self/task");
-	for (struct dirent *e; d && (e = readdir(d));)
-		if (e->d_name[0] != '.' && strlen(before) + strlen(e->d_name) + 3 < sizeof(before))
-			strcat(strcat(strcat(before, " "), e->d_name), " ");
-	if (d)
-		closedir(d);
 	int n = 0;
 	load_go_part(&n);
 	int started = 0;
-	d = opendir("/proc/self/task");
+	DIR *d = opendir("/proc/self/task");
 	for (struct dirent *e; d && (e = readdir(d));) {
-		char key[300], path[300], line[256];
-		snprintf(key, sizeof(key), " %s ", e->d_name);
-		if (e->d_name[0] == '.' || strstr(before, key))
+		if (e->d_name[0] == '.' || atoi(e->d_name) == getpid())
 			continue;
+		char path[300], line[256];
 		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
 		FILE *f = fopen(path, "r");
 		unsigned long long blk = 0;
@@ -404,10 +405,9 @@ static __attribute__((noinline)) int runtime_masks(void)
 		if (!found)
 			continue;
 		started++;
-		const int bits[] = {SIGURG, SIGCHLD, SIGPROF};
 		printf("thread %s blocks", e->d_name);
-		for (int i = 0; i < 3; i++)
-			printf(" %s %c", i == 0 ? "URG" : i == 1 ? "CHLD" : "PROF", (blk >> (bits[i] - 1)) & 1 ? 'y' : 'n');
+		for (int i = 0; i < N_RUNTIME_UNBLOCKED; i++)
+			printf(" %s %c", runtime_unblocked[i].name, (blk >> (runtime_unblocked[i].sig - 1)) & 1 ? 'y' : 'n');
 		printf("\n");
 	}
 	if (d)
@@ -416,29 +416,25 @@ static __attribute__((noinline)) int runtime_masks(void)
 	return 0;
 }
 
-// onstack_next_call: handlers without SA_ONSTACK for the three signals the
+// onstack_next_call: handlers without SA_ONSTACK for the signals the
 // runtime never lets its threads block, installed after the load, then one
 // call into the Go part at once: does it give them SA_ONSTACK?
 static __attribute__((noinline)) int onstack_next_call(void)
 {
 	int n = 0;
 	struct ibv_device **list = load_go_part(&n);
-	const struct {
-		int sig;
-		const char *name;
-	} sigs[] = {{SIGURG, "SIGURG"}, {SIGCHLD, "SIGCHLD"}, {SIGPROF, "SIGPROF"}};
-	for (int k = 0; k < 3; k++)
-		install(sigs[k].sig, on_storm);
+	for (int k = 0; k < N_RUNTIME_UNBLOCKED; k++)
+		install(runtime_unblocked[k].sig, on_storm);
 	for (int i = 0; i < n; i++)
 		if (ours(list[i])) {
 			char got[48];
 			open_result(list[i], got, sizeof(got));
 			break;
 		}
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < N_RUNTIME_UNBLOCKED; k++) {
 		struct sigaction sa;
-		sigaction(sigs[k].sig, NULL, &sa);
-		printf("onstack %s %c\n", sigs[k].name, sa.sa_flags & SA_ONSTACK ? 'y' : 'n');
+		sigaction(runtime_unblocked[k].sig, NULL, &sa);
+		printf("onstack SIG%s %c\n", runtime_unblocked[k].name, sa.sa_flags & SA_ONSTACK ? 'y' : 'n');
 	}
 	return 0;
 }

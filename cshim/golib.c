@@ -290,8 +290,12 @@ static void load(void)
 		return;
 	}
 	if (access(path, R_OK) != 0) {
-		fail(ENOENT, "%s is missing (%s); reinstall usb4verbs: the provider needs both of its files", path,
-		     strerror(errno));
+		// Most often the front alone was copied into a container (the way the
+		// module's install-provider-into-container.sh copies its provider).
+		fail(ENOENT,
+		     "%s is missing (%s): the provider is two files; in a container, run "
+		     "'usb4verbs-container <container>' on the host, else reinstall usb4verbs",
+		     path, strerror(errno));
 		return;
 	}
 	// In a fork() child of a process that loaded the file, dlopen(path)

@@ -58,10 +58,15 @@ if [[ -z ${NFPM:-} ]]; then
 fi
 [[ -x $NFPM ]] || die "nfpm not executable: $NFPM"
 
-rm -rf "$PKG_OUT"; mkdir -p "$PKG_OUT"
+rm -rf "$PKG_OUT"; mkdir -p "$PKG_OUT/.stage"
+# usb4verbs-container with this build's PABI names and glibc floor filled in.
+PKG_CONTAINER_CMD=$PKG_OUT/.stage/usb4verbs-container
+sed -e "s/@VERSION@/$VERSION/g" -e "s/@PABIS@/${PABIS[*]}/g" -e "s/@DEB_MULTIARCH@/$DEB_MULTIARCH/g" \
+  -e "s/@GLIBC_NEEDED@/$GLIBC_NEEDED/g" packaging/usb4verbs-container > "$PKG_CONTAINER_CMD"
+chmod 755 "$PKG_CONTAINER_CMD"
 # Reproducible timestamps: the last commit's time when there is one.
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
-export SOURCE_DATE_EPOCH VERSION PKG_ARCH PKG_SO PKG_GO_SO PKG_IBVINFO DEB_MULTIARCH GLIBC_NEEDED
+export SOURCE_DATE_EPOCH VERSION PKG_ARCH PKG_SO PKG_GO_SO PKG_IBVINFO PKG_CONTAINER_CMD DEB_MULTIARCH GLIBC_NEEDED
 export PKG_MAINTAINER=${PKG_MAINTAINER:-usb4verbs maintainers <maintainers@usb4verbs.invalid>}
 export PKG_HOMEPAGE=${PKG_HOMEPAGE:-https://usb4verbs.invalid/}
 for fmt in deb rpm archlinux; do
@@ -76,6 +81,7 @@ mkdir -p "$stage"/{lib,bin,share/doc/usb4verbs}
 install -m755 "$PKG_SO" "$stage/lib/libusb4_rdma.so.$VERSION"
 install -m755 "$PKG_GO_SO" "$stage/lib/libusb4_rdma-go.so"
 install -m755 "$PKG_IBVINFO" "$stage/bin/ibvinfo"
+install -m755 "$PKG_CONTAINER_CMD" "$stage/bin/usb4verbs-container"
 install -m644 README.md "$stage/share/doc/usb4verbs/README.md"
 install -m644 packaging/README.md "$stage/share/doc/usb4verbs/PACKAGING.md"
 install -m644 cshim/README.md "$stage/share/doc/usb4verbs/PROVIDER.md"

@@ -173,8 +173,8 @@ func TestTarballInstallStopsAtPackageOwnedFiles(t *testing.T) {
 	dest := t.TempDir()
 	provDir := "/usr/lib/x86_64-linux-gnu/libibverbs"
 	for p, body := range map[string]string{
-		"/etc/libibverbs.d/usb4_rdma.driver":                 "driver usb4_rdma\n",
-		provDir + "/libusb4_rdma-rdmav34.so":                 "their provider",
+		"/etc/libibverbs.d/usb4_rdma.driver":                "driver usb4_rdma\n",
+		provDir + "/libusb4_rdma-rdmav34.so":                "their provider",
 		"/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0": "",
 	} {
 		full := filepath.Join(dest, p)

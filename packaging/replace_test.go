@@ -210,7 +210,7 @@ func TestTarballInstallStopsAtPackageOwnedFiles(t *testing.T) {
 	if body, _ := os.ReadFile(filepath.Join(dest, provDir, "libusb4_rdma-rdmav34.so")); string(body) != "their provider" {
 		t.Error("the refused install changed the package's file")
 	}
-	if out, err = run(t, top, env, "./install.sh", "--replace"); err != nil {
+	if _, err := run(t, top, env, "./install.sh", "--replace"); err != nil {
 		t.Fatalf("--replace: %v", err)
 	}
 	if got, _ := os.ReadFile(removed); strings.TrimSpace(string(got)) != "--remove "+modulePkg {

@@ -138,6 +138,7 @@ func runChecks(e doctorEnv) []check {
 		checkAppleSlot(e),
 		checkGPUMemory(e),
 		checkCounters(e),
+		checkNCCLEnv(e),
 		checkNCCLWriteImmByteLen(e),
 		checkNCCLFlushLoopback(e),
 		checkUnreadable(e),

@@ -39,6 +39,9 @@ Commands:
   perf --peer HOST[:PORT] DEV
                              run against a peer that runs perf --serve
                              (--connect is the same flag)
+  nccl [PEER]                the NCCL/RCCL, UCX and gloo environment (export lines) that
+                             picks the usb4 rails and GID to each peer host; PEER is a
+                             peer number or a device that reaches it (default: every peer)
   perf flags: --size BYTES (65536), --iters N (1000), --port N (18515),
               --timeout D (10s: each wait for the peer), --gid-index N (auto)
 
@@ -142,6 +145,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err == nil {
 			return code
 		}
+	case "nccl":
+		if watch.set || perf.set(fs) {
+			return usageFail(stderr, "nccl takes --json, --root and --no-color only")
+		}
+		err = runNCCL(stdout, opts, positional)
 	case "perf":
 		if watch.set {
 			return usageFail(stderr, "--watch belongs to doctor")

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"usb4verbs/internal/sysinfo"
+)
+
+// peerSettings is what NCCL/RCCL, UCX and gloo need to reach one peer host over its
+// usb4 rails: the native devices whose GUID names that peer, the GID index of their
+// RoCE v2 IPv4 entry, and the netdev that GID belongs to.
+type peerSettings struct {
+	Peer     uint32   `json:"peer"`
+	Devices  []string `json:"devices"`
+	GIDIndex int      `json:"gid_index"` // -1: no usable GID
+	GID      string   `json:"gid,omitempty"`
+	Netdev   string   `json:"netdev,omitempty"`
+	Env      []envVar `json:"env"`
+	// Notes say what could not be settled and what to do instead.
+	Notes []string `json:"notes,omitempty"`
+}
+
+type envVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+type ncclReport struct {
+	Root  string         `json:"root"`
+	Peers []peerSettings `json:"peers"`
+}
+
+// ipv4MappedPrefix starts a GID that carries an IPv4 address (RoCE v2 over IPv4,
+// what NCCL's own GID choice prefers: NVIDIA/nccl src/transport/net_ib ncclIbGetGidIndex).
+const ipv4MappedPrefix = "0000:0000:0000:0000:0000:ffff:"
+
+// roceV2IPv4 returns the port's RoCE v2 IPv4 GID entry, or false.
+func roceV2IPv4(p sysinfo.Port) (sysinfo.GID, bool) {
+	for _, g := range p.GIDs {
+		if g.Type == "RoCE v2" && strings.HasPrefix(g.GID, ipv4MappedPrefix) {
+			return g, true
+		}
+	}
+	return sysinfo.GID{}, false
+}
+
+// ncclPeers groups the native usb4 devices by the peer host their GUID names, in peer
+// order; the Apple slot (max_qp 1, no RDMA READ) never goes into NCCL's list.
+func ncclPeers(s *sysinfo.System) []peerSettings {
+	byPeer := map[uint32]*peerSettings{}
+	var order []uint32
+	for _, d := range usb4Devices(s) {
+		if d.USB4.AppleSlot {
+			continue
+		}
+		ps := byPeer[d.USB4.Peer]
+		if ps == nil {
+			ps = &peerSettings{Peer: d.USB4.Peer, GIDIndex: -1}
+			byPeer[d.USB4.Peer] = ps
+			order = append(order, d.USB4.Peer)
+		}
+		ps.Devices = append(ps.Devices, d.Name)
+		for _, p := range d.Ports {
+			g, found := roceV2IPv4(p)
+			switch {
+			case !found:
+				ps.Notes = append(ps.Notes, fmt.Sprintf("%s port %d has no RoCE v2 IPv4 GID (set the module's roce_netdev to a netdev with an IPv4 address; ibvinfo doctor)", d.Name, p.Num))
+			case ps.GIDIndex < 0:
+				ps.GIDIndex, ps.GID, ps.Netdev = g.Index, g.GID, g.Netdev
+			case ps.GIDIndex != g.Index:
+				ps.Notes = append(ps.Notes, fmt.Sprintf("%s has its RoCE v2 IPv4 GID at index %d, not %d: NCCL_IB_GID_INDEX is one value for every device", d.Name, g.Index, ps.GIDIndex))
+			}
+		}
+	}
+	slices.Sort(order)
+	var out []peerSettings
+	for _, p := range order {
+		ps := byPeer[p]
+		slices.Sort(ps.Devices)
+		ps.Env = ncclEnv(s, ps)
+		out = append(out, *ps)
+	}
+	return out
+}
+
+// ncclEnv is the environment for one peer. NCCL_IB_HCA takes names as prefixes unless
+// the list starts with '=' (NVIDIA/nccl src/misc/utils.cc parseStringList/matchIfList):
+// usb4_rdma1 would also pick usb4_rdma10 to usb4_rdma19, so the list is exact.
+func ncclEnv(s *sysinfo.System, ps *peerSettings) []envVar {
+	var hca, ucx []string
+	for _, d := range ps.Devices {
+		hca = append(hca, d+":1")
+		ucx = append(ucx, d+":1")
+	}
+	env := []envVar{{"NCCL_IB_HCA", "=" + strings.Join(hca, ",")}}
+	if ps.GIDIndex >= 0 {
+		env = append(env, envVar{"NCCL_IB_GID_INDEX", strconv.Itoa(ps.GIDIndex)})
+	}
+	env = append(env, envVar{"UCX_NET_DEVICES", strings.Join(ucx, ",")})
+	if ps.Netdev != "" && busBacked(s, ps.Netdev) {
+		env = append(env, envVar{"NCCL_SOCKET_IFNAME", "=" + ps.Netdev}, envVar{"GLOO_SOCKET_IFNAME", ps.Netdev})
+	} else if ps.Netdev != "" {
+		ps.Notes = append(ps.Notes, "the GIDs' netdev "+ps.Netdev+" is a virtual one (a dummy for roce_netdev carries no traffic to the other host): set NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME to the interface that reaches the other host's IP address (NCCL and gloo bootstrap over TCP)")
+	}
+	return env
+}
+
+// busBacked: the netdev sits on a bus device (a NIC, thunderbolt-net's XDomain
+// service), unlike dummy, veth and bridge netdevs, which have no device link.
+func busBacked(s *sysinfo.System, netdev string) bool {
+	_, err := os.Stat(filepath.Join(s.Root, "sys/class/net", netdev, "device"))
+	return err == nil
+}
+
+// runNCCL prints the settings for the peer named in args (a peer number, or a device
+// that reaches it), or for every peer.
+func runNCCL(w io.Writer, opts options, args []string) error {
+	if len(args) > 1 {
+		return usageError{fmt.Sprintf("nccl takes one peer (a number, or a device that reaches it), got %q", args)}
+	}
+	s := collect(opts)
+	peers := ncclPeers(s)
+	if len(args) == 1 {
+		want, err := peerOf(s, args[0])
+		if err != nil {
+			return err
+		}
+		peers = slices.DeleteFunc(peers, func(p peerSettings) bool { return p.Peer != want })
+	}
+	if len(peers) == 0 {
+		if len(args) == 1 {
+			return fmt.Errorf("no native usb4 device reaches peer %s (ibvinfo lists the devices per peer)", args[0])
+		}
+		return fmt.Errorf("no native usb4_rdma device: nothing to set (ibvinfo doctor says why)")
+	}
+	if opts.json {
+		if err := writeJSON(w, ncclReport{Root: s.Root, Peers: peers}); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+		return nil
+	}
+	p := &printer{w: w}
+	for i, ps := range peers {
+		if i > 0 {
+			p.printf("\n")
+		}
+		p.printf("# peer %d: %s, GID index %s (%s)\n", ps.Peer, strings.Join(ps.Devices, ", "),
+			gidIndexText(ps.GIDIndex), orDash(ps.GID))
+		for _, e := range ps.Env {
+			p.printf("export %s=%s\n", e.Name, e.Value)
+		}
+		for _, n := range ps.Notes {
+			p.printf("# %s\n", n)
+		}
+	}
+	if p.err != nil {
+		return fmt.Errorf("write output: %w", p.err)
+	}
+	return nil
+}
+
+func gidIndexText(i int) string {
+	if i < 0 {
+		return "none"
+	}
+	return strconv.Itoa(i)
+}
+
+// peerOf resolves a peer argument: a peer number, or the name of a usb4 device.
+func peerOf(s *sysinfo.System, arg string) (uint32, error) {
+	if n, err := strconv.ParseUint(arg, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	for _, d := range usb4Devices(s) {
+		if d.Name == arg {
+			return d.USB4.Peer, nil
+		}
+	}
+	return 0, usageError{fmt.Sprintf("nccl: %q is neither a peer number nor a usb4 device", arg)}
+}
+
+// checkNCCLEnv: the device and GID selectors this process has set (NCCL_IB_HCA,
+// NCCL_IB_GID_INDEX, UCX_NET_DEVICES) against the devices and GIDs that exist.
+func checkNCCLEnv(e doctorEnv) check {
+	const id = "nccl-env-devices"
+	s := e.sys
+	hca, hasHCA := s.Env["NCCL_IB_HCA"]
+	gidIdx, hasGID := s.Env["NCCL_IB_GID_INDEX"]
+	ucx := s.Env["UCX_NET_DEVICES"]
+	if !hasHCA && !hasGID && ucx == "" {
+		return skip(id, "NCCL_IB_HCA, NCCL_IB_GID_INDEX and UCX_NET_DEVICES are unset")
+	}
+	if !usb4Setup(s) {
+		return skip(id, noUSB4)
+	}
+	fix := "use the lines of `ibvinfo nccl` for the peer you connect to"
+	var chosen []sysinfo.Device
+	if hasHCA && strings.TrimSpace(hca) != "" {
+		for _, d := range s.Devices {
+			if ncclSelects(hca, d.Name) {
+				chosen = append(chosen, d)
+			}
+		}
+		if len(chosen) == 0 {
+			return fail(id, "NCCL_IB_HCA="+hca+" matches no RDMA device here ("+deviceNames(s.Devices)+"): NCCL finds no IB device and falls back to sockets or fails", fix)
+		}
+		var other []string
+		for _, d := range chosen {
+			if d.USB4 == nil {
+				other = append(other, d.Name)
+			}
+		}
+		if len(other) > 0 {
+			return warn(id, "NCCL_IB_HCA="+hca+" also selects "+strings.Join(other, ", ")+", which are not usb4 devices: NCCL may take them first", fix)
+		}
+		if !strings.HasPrefix(strings.TrimPrefix(hca, "^"), "=") && len(chosen) > len(strings.Split(hca, ",")) {
+			return warn(id, "NCCL_IB_HCA="+hca+" selects "+deviceNames(chosen)+": NCCL matches names as prefixes", "start the list with '=' for exact names; "+fix)
+		}
+	} else {
+		chosen = usb4Devices(s)
+	}
+	if hasGID {
+		idx, err := strconv.Atoi(strings.TrimSpace(gidIdx))
+		if err != nil || idx < 0 {
+			return fail(id, "NCCL_IB_GID_INDEX="+gidIdx+" is not a GID index", fix)
+		}
+		for _, d := range chosen {
+			for _, p := range d.Ports {
+				g, found := gidAt(p, idx)
+				switch {
+				case !found:
+					return fail(id, fmt.Sprintf("NCCL_IB_GID_INDEX=%d: %s port %d has no GID at that index; NCCL's connection setup fails", idx, d.Name, p.Num), fix)
+				case g.Type != "RoCE v2" || !strings.HasPrefix(g.GID, ipv4MappedPrefix):
+					if want, ok := roceV2IPv4(p); ok {
+						return warn(id, fmt.Sprintf("NCCL_IB_GID_INDEX=%d on %s is %s %s, not the RoCE v2 IPv4 GID (index %d)", idx, d.Name, orDash(g.Type), g.GID, want.Index),
+							fmt.Sprintf("export NCCL_IB_GID_INDEX=%d", want.Index))
+					}
+				}
+			}
+		}
+	}
+	if ucx != "" {
+		for _, f := range strings.Split(ucx, ",") {
+			name, _, _ := strings.Cut(strings.TrimSpace(f), ":")
+			if name == "" || name == "all" || isNetdevName(s, name) {
+				continue
+			}
+			if !slices.ContainsFunc(s.Devices, func(d sysinfo.Device) bool { return d.Name == name }) {
+				return fail(id, "UCX_NET_DEVICES names "+name+", which is no RDMA device or netdev here", fix)
+			}
+		}
+	}
+	return ok(id, "the NCCL/UCX device and GID settings of this environment point at existing usb4 devices and GIDs")
+}
+
+func gidAt(p sysinfo.Port, idx int) (sysinfo.GID, bool) {
+	for _, g := range p.GIDs {
+		if g.Index == idx {
+			return g, true
+		}
+	}
+	return sysinfo.GID{}, false
+}
+
+// isNetdevName: UCX_NET_DEVICES also lists TCP and shared-memory devices by netdev name.
+func isNetdevName(s *sysinfo.System, name string) bool {
+	_, err := os.Stat(filepath.Join(s.Root, "sys/class/net", name))
+	return err == nil
+}

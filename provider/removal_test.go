@@ -352,3 +352,40 @@ func TestRemovalWatcherListsWithOneDump(t *testing.T) {
 			runtime.FuncForPC(got).Name())
 	}
 }
+
+// A multi-part netlink dump resumes by position: when an earlier device goes
+// away between its parts, a present device can be missing from one dump.
+// One such miss must not remove its context; a device missing from a second
+// dump right after is gone.
+func TestRemovalNeedsTwoMisses(t *testing.T) {
+	var log syncBuffer
+	removalLog = &log
+	t.Cleanup(func() { removalLog = os.Stderr })
+
+	var dumps atomic.Int32
+	var skipOnce, gone atomic.Bool
+	w := &removalWatcher{interval: time.Hour, list: func() ([]rdmanl.Device, error) {
+		dumps.Add(1)
+		if gone.Load() || skipOnce.Swap(false) {
+			return []rdmanl.Device{{Name: "other"}}, nil
+		}
+		return []rdmanl.Device{{Name: "fake0"}, {Name: "other"}}, nil
+	}}
+	c := openFake(t, newFakeKernel(), usb4Drv)
+	t.Cleanup(func() { _ = c.Close() })
+	w.add(c)
+
+	skipOnce.Store(true)
+	w.check()
+	if c.Removed() {
+		t.Fatal("removed after one dump that skipped a present device")
+	}
+	if n := dumps.Load(); n != 2 {
+		t.Errorf("%d dumps for one miss, want 2 (the miss confirmed at once)", n)
+	}
+	gone.Store(true)
+	w.check()
+	if !c.Removed() {
+		t.Fatal("not removed when two dumps in a row miss the device")
+	}
+}

@@ -209,9 +209,17 @@ func (c *Context) deviceRemoved() {
 		return // closed meanwhile; or a fake kernel's fds are not the process's
 	}
 	var eventFDs []int
-	// Comp channels: one event per CQ bound to each, so a thread waiting in
-	// ibv_get_cq_event wakes, polls, and sees EIO.
+	// Comp channels: every one the context knows, with a CQ bound or not
+	// (none yet, or all destroyed), since each fd holds the kernel's file;
+	// in each one event per CQ bound to it, so a thread waiting in
+	// ibv_get_cq_event wakes, polls, and sees EIO, and end of file after.
+	// By fd: the front wraps one channel fd once per CQ made on it.
 	perChannel := map[int][]byte{}
+	for _, o := range c.objects {
+		if ch, ok := o.(*CompChannel); ok && !ch.destroyed {
+			perChannel[ch.fd] = nil
+		}
+	}
 	for _, cq := range c.cqs {
 		if cq.channel == nil || cq.channel.destroyed {
 			continue

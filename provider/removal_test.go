@@ -389,3 +389,47 @@ func TestRemovalNeedsTwoMisses(t *testing.T) {
 		t.Fatal("not removed when two dumps in a row miss the device")
 	}
 }
+
+// A completion channel with no CQ bound (none yet, or its CQs destroyed)
+// holds the kernel's file as much as one with CQs: the removal must replace
+// it too, so its fd lets the device go and a reader gets end of file
+// instead of waiting for an event that never comes.
+func TestRemovalReplacesChannelsWithoutCQ(t *testing.T) {
+	var log syncBuffer
+	removalLog = &log
+	t.Cleanup(func() { removalLog = os.Stderr })
+
+	c := openFake(t, newFakeKernel(), usb4Drv)
+	t.Cleanup(func() { _ = c.Close() })
+	noCQ, _ := testPipe(t)
+	cqDestroyed, _ := testPipe(t)
+	for _, fd := range []int{noCQ, cqDestroyed} {
+		if err := unix.SetNonblock(fd, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CompChannelFromFD(fd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch := c.objects[len(c.objects)-1].(*CompChannel)
+	cq, err := c.CreateCQ(CQAttr{CQE: 4, Channel: ch, UserHandle: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cq.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.realFDs = true
+	c.asyncFD = -1
+	c.cmd.fd, _ = testPipe(t)
+	c.mu.Unlock()
+
+	c.deviceRemoved()
+	buf := make([]byte, 64)
+	for name, fd := range map[string]int{"channel with no CQ": noCQ, "channel whose CQ was destroyed": cqDestroyed} {
+		if n, err := unix.Read(fd, buf); n != 0 || err != nil {
+			t.Errorf("%s: read %d, %v after the removal; want end of file (the fd replaced)", name, n, err)
+		}
+	}
+}

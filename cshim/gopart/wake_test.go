@@ -14,22 +14,39 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// wakeTestPipe makes a pipe for a reader to block on and puts the wake
+// handler on sig.
+func wakeTestPipe(t *testing.T, sig int) [2]int {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(p[0]); _ = unix.Close(p[1]) })
+	if got := wakeInstallForTest(sig); got != sig {
+		t.Fatalf("install on signal %d: %d", sig, got)
+	}
+	return p
+}
+
+// waitInRead waits until a thread is in read() on fd: what the removal finds.
+func waitInRead(t *testing.T, fd int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); len(readersOf([]int{fd})) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the reader never showed up in read()")
+		}
+	}
+}
+
 // A thread blocked in read() on an event fd the removal replaced is woken:
 // its read fails with EINTR (libibverbs then returns the error). The test
 // binary is an ordinary Go program, whose runtime handles every signal, so
 // the handler goes on a chosen signal here; in the provider the first free
 // one is taken.
 func TestWakeBlockedReader(t *testing.T) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
-	sig := 50 // a real-time signal (SIGRTMIN is 34 with glibc)
-	if got := wakeInstallForTest(sig); got != sig {
-		t.Fatalf("install on signal %d: %d", sig, got)
-	}
+	const sig = 50 // a real-time signal (SIGRTMIN is 34 with glibc)
+	p := wakeTestPipe(t, sig)
 	result := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // the thread ends with the goroutine
@@ -37,12 +54,7 @@ func TestWakeBlockedReader(t *testing.T) {
 		_, err := unix.Read(p[0], b[:])
 		result <- err
 	}()
-	// Wait until the reader is in read(): this is what the removal finds.
-	for deadline := time.Now().Add(time.Minute); len(readersOf([]int{p[0]})) == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the reader never showed up in read()")
-		}
-	}
+	waitInRead(t, p[0])
 	if left := wakeReaders([]int{p[0]}, sig, time.Minute); left != 0 {
 		t.Fatalf("%d readers left", left)
 	}
@@ -99,16 +111,8 @@ func takePending(sig int) int {
 // sent would stay queued and reach the application later as its own (a
 // real-time signal queues each copy). None may be sent to it.
 func TestWakeQueuesNothingOnABlockingThread(t *testing.T) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(p[0])
-	defer unix.Close(p[1])
 	const sig = 51
-	if got := wakeInstallForTest(sig); got != sig {
-		t.Fatalf("install on signal %d: %d", sig, got)
-	}
+	p := wakeTestPipe(t, sig)
 	queued := make(chan int, 1)
 	go func() {
 		runtime.LockOSThread() // the thread, with its mask, ends with the goroutine
@@ -121,11 +125,7 @@ func TestWakeQueuesNothingOnABlockingThread(t *testing.T) {
 		_, _ = unix.Read(p[0], b[:])
 		queued <- takePending(sig)
 	}()
-	for deadline := time.Now().Add(time.Minute); len(readersOf([]int{p[0]})) == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the reader never showed up in read()")
-		}
-	}
+	waitInRead(t, p[0])
 	if left := wakeReaders([]int{p[0]}, sig, 200*time.Millisecond); left != 1 {
 		t.Errorf("%d readers left, want the one that blocks the signal", left)
 	}

@@ -116,17 +116,21 @@ func (w *removalWatcher) run(stop chan struct{}) {
 	}
 }
 
-// check lists the devices once and handles every watched context whose
-// device is missing. A failed dump decides nothing.
+// check lists the devices and handles every watched context whose device
+// is missing. A failed dump decides nothing. A miss is confirmed by a second
+// dump at once: a multi-part dump resumes by position, so when an earlier
+// device goes away between its parts, a present one can be skipped, and one
+// skip would kill its healthy contexts.
 func (w *removalWatcher) check() {
-	devs, err := w.list()
-	if err != nil {
+	missing := w.missingFrom(w.watchedContexts())
+	if len(missing) == 0 {
 		return
 	}
+	missing = w.missingFrom(missing)
 	var gone []*Context
 	w.mu.Lock()
-	for c := range w.watched {
-		if !deviceListed(devs, c.info) {
+	for _, c := range missing {
+		if _, ok := w.watched[c]; ok {
 			gone = append(gone, c)
 			delete(w.watched, c)
 		}
@@ -135,6 +139,32 @@ func (w *removalWatcher) check() {
 	for _, c := range gone {
 		c.deviceRemoved()
 	}
+}
+
+func (w *removalWatcher) watchedContexts() []*Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cs := make([]*Context, 0, len(w.watched))
+	for c := range w.watched {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// missingFrom dumps the devices once and returns the contexts of cs whose
+// device the dump lacks; none when the dump fails.
+func (w *removalWatcher) missingFrom(cs []*Context) []*Context {
+	devs, err := w.list()
+	if err != nil {
+		return nil
+	}
+	var out []*Context
+	for _, c := range cs {
+		if !deviceListed(devs, c.info) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // deviceListed: a rename keeps the node GUID, and a GUID the lookup did not
@@ -179,9 +209,17 @@ func (c *Context) deviceRemoved() {
 		return // closed meanwhile; or a fake kernel's fds are not the process's
 	}
 	var eventFDs []int
-	// Comp channels: one event per CQ bound to each, so a thread waiting in
-	// ibv_get_cq_event wakes, polls, and sees EIO.
+	// Comp channels: every one the context knows, with a CQ bound or not
+	// (none yet, or all destroyed), since each fd holds the kernel's file;
+	// in each one event per CQ bound to it, so a thread waiting in
+	// ibv_get_cq_event wakes, polls, and sees EIO, and end of file after.
+	// By fd: the front wraps one channel fd once per CQ made on it.
 	perChannel := map[int][]byte{}
+	for _, o := range c.objects {
+		if ch, ok := o.(*CompChannel); ok && !ch.destroyed {
+			perChannel[ch.fd] = nil
+		}
+	}
 	for _, cq := range c.cqs {
 		if cq.channel == nil || cq.channel.destroyed {
 			continue

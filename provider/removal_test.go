@@ -352,3 +352,84 @@ func TestRemovalWatcherListsWithOneDump(t *testing.T) {
 			runtime.FuncForPC(got).Name())
 	}
 }
+
+// A multi-part netlink dump resumes by position: when an earlier device goes
+// away between its parts, a present device can be missing from one dump.
+// One such miss must not remove its context; a device missing from a second
+// dump right after is gone.
+func TestRemovalNeedsTwoMisses(t *testing.T) {
+	var log syncBuffer
+	removalLog = &log
+	t.Cleanup(func() { removalLog = os.Stderr })
+
+	var dumps atomic.Int32
+	var skipOnce, gone atomic.Bool
+	w := &removalWatcher{interval: time.Hour, list: func() ([]rdmanl.Device, error) {
+		dumps.Add(1)
+		if gone.Load() || skipOnce.Swap(false) {
+			return []rdmanl.Device{{Name: "other"}}, nil
+		}
+		return []rdmanl.Device{{Name: "fake0"}, {Name: "other"}}, nil
+	}}
+	c := openFake(t, newFakeKernel(), usb4Drv)
+	t.Cleanup(func() { _ = c.Close() })
+	w.add(c)
+
+	skipOnce.Store(true)
+	w.check()
+	if c.Removed() {
+		t.Fatal("removed after one dump that skipped a present device")
+	}
+	if n := dumps.Load(); n != 2 {
+		t.Errorf("%d dumps for one miss, want 2 (the miss confirmed at once)", n)
+	}
+	gone.Store(true)
+	w.check()
+	if !c.Removed() {
+		t.Fatal("not removed when two dumps in a row miss the device")
+	}
+}
+
+// A completion channel with no CQ bound (none yet, or its CQs destroyed)
+// holds the kernel's file as much as one with CQs: the removal must replace
+// it too, so its fd lets the device go and a reader gets end of file
+// instead of waiting for an event that never comes.
+func TestRemovalReplacesChannelsWithoutCQ(t *testing.T) {
+	var log syncBuffer
+	removalLog = &log
+	t.Cleanup(func() { removalLog = os.Stderr })
+
+	c := openFake(t, newFakeKernel(), usb4Drv)
+	t.Cleanup(func() { _ = c.Close() })
+	noCQ, _ := testPipe(t)
+	cqDestroyed, _ := testPipe(t)
+	for _, fd := range []int{noCQ, cqDestroyed} {
+		if err := unix.SetNonblock(fd, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CompChannelFromFD(fd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch := c.objects[len(c.objects)-1].(*CompChannel)
+	cq, err := c.CreateCQ(CQAttr{CQE: 4, Channel: ch, UserHandle: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cq.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.realFDs = true
+	c.asyncFD = -1
+	c.cmd.fd, _ = testPipe(t)
+	c.mu.Unlock()
+
+	c.deviceRemoved()
+	buf := make([]byte, 64)
+	for name, fd := range map[string]int{"channel with no CQ": noCQ, "channel whose CQ was destroyed": cqDestroyed} {
+		if n, err := unix.Read(fd, buf); n != 0 || err != nil {
+			t.Errorf("%s: read %d, %v after the removal; want end of file (the fd replaced)", name, n, err)
+		}
+	}
+}

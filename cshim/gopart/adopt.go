@@ -7,6 +7,8 @@ package main
 import "C"
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/unix"
 
 	"usb4verbs/provider"
@@ -44,12 +46,11 @@ func usb4goAdoptObject(h C.uintptr_t, kind C.int, req *C.struct_usb4_adopt_req, 
 	case C.USB4_OBJ_MR:
 		v = pd.ForeignMR(handle, uint32(req.lkey), uint32(req.rkey), uint64(req.addr), uint64(req.length))
 	case C.USB4_OBJ_CQ:
-		v = &cqEntry{cq: ctx.ForeignCQ(handle, uint32(req.num)), dp: dataplane.AdoptCQ(req.eng), foreign: true}
+		v = adoptCQ(ctx, handle, uint32(req.num), req.eng)
 	case C.USB4_OBJ_QP:
-		qp := pd.ForeignQP(handle, uint32(req.num), provider.QPType(req._type))
-		v = &qpEntry{qp: qp, dp: dataplane.AdoptQP(req.eng), foreign: true}
+		v = adoptQP(pd, handle, uint32(req.num), provider.QPType(req._type), req.eng)
 	case C.USB4_OBJ_SRQ:
-		v = &srqEntry{srq: pd.ForeignSRQ(handle), dp: dataplane.AdoptSRQ(req.eng), foreign: true}
+		v = adoptSRQ(pd, handle, req.eng)
 	case C.USB4_OBJ_AH:
 		v = pd.ForeignAH(handle)
 	case C.USB4_OBJ_MW:
@@ -59,4 +60,27 @@ func usb4goAdoptObject(h C.uintptr_t, kind C.int, req *C.struct_usb4_adopt_req, 
 	}
 	*out = C.uintptr_t(handles.add(ctx, v))
 	return 0
+}
+
+// adoptCQ, adoptQP and adoptSRQ make this image's entries for a fork()
+// parent's CQ, QP and SRQ: the engine object (eng, the parent's, in this
+// image's copy of its memory) forgets the parent's removal record and joins
+// this image's record of the context, so a removal this image sees stops
+// the data path the child drives on it too.
+func adoptCQ(ctx *provider.Context, handle, cqe uint32, eng unsafe.Pointer) *cqEntry {
+	e := &cqEntry{cq: ctx.ForeignCQ(handle, cqe), dp: dataplane.AdoptCQ(eng), foreign: true}
+	e.dp.Join(engineDevs.of(ctx))
+	return e
+}
+
+func adoptQP(pd *provider.PD, handle, qpn uint32, typ provider.QPType, eng unsafe.Pointer) *qpEntry {
+	e := &qpEntry{qp: pd.ForeignQP(handle, qpn, typ), dp: dataplane.AdoptQP(eng), foreign: true}
+	e.dp.Join(engineDevs.of(pd.Context()))
+	return e
+}
+
+func adoptSRQ(pd *provider.PD, handle uint32, eng unsafe.Pointer) *srqEntry {
+	e := &srqEntry{srq: pd.ForeignSRQ(handle), dp: dataplane.AdoptSRQ(eng), foreign: true}
+	e.dp.Join(engineDevs.of(pd.Context()))
+	return e
 }

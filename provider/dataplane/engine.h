@@ -664,7 +664,9 @@ int usb4v_rxe_post_recv(struct usb4v_rxe_ring *rq, uint32_t max_sge, struct usb4
 			struct usb4v_ibv_recv_wr **bad);
 int usb4v_rxe_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 int usb4v_kcmd_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
-/* The whole list in one command, or nothing (ibv_wr_complete). */
+/* The whole list in one command, or nothing (ibv_wr_complete). On an error
+ * *bad is the first WR the kernel did not take: the head when nothing went
+ * out. */
 int usb4v_kcmd_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
 int usb4v_kcmd_post_recv(const struct usb4v_sys *sys, int fd, uint32_t cmd, uint32_t handle,
 			 struct usb4v_ibv_recv_wr *wr, struct usb4v_ibv_recv_wr **bad);

@@ -1096,6 +1096,46 @@ func TestUSB4DVCQAsksTheKernelOnlyForKernelWork(t *testing.T) {
 	expectEmpty(t, e.cqA)
 }
 
+// issue 31 item 12: a kernel-command batch that ibv_wr_complete refuses
+// before any POST_SEND (a WR the kernel's POST_SEND cannot carry, after good
+// ones) posts nothing, so its signaled WRs must not count as kernel work of
+// the CQ: a CQ that DV QPs feed would then ask the kernel (POLL_CQ) at every
+// poll for completions that never come.
+func TestUSB4RefusedBatchIsNoKernelWork(t *testing.T) {
+	e := newUSB4Env(t, "kcmd+dv", 64)
+	// Two SGEs: no DV queue for it, so it posts through kernel commands
+	// to the CQ qpA's DV queue feeds.
+	qp, _, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 2})
+	defer qp.Close()
+	if qp.SendBackend() != BackendKCmd {
+		t.Fatalf("qp backend %q, want %q", qp.SendBackend(), BackendKCmd)
+	}
+	if err := qp.EnableWRex(WRExSupported(BackendKCmd, QPTypeRC, true) | QPExWithLocalInv); err != nil {
+		t.Fatal(err)
+	}
+	writes := e.d.Writes()
+	qp.WRStart()
+	for i := 0; i < 2; i++ {
+		qp.WRBuild(SendWR{WrID: uint64(1 + i), Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: addr(e.bufB), RKey: e.rkeyB})
+		qp.WRSetSGEs([]SGE{e.sgeA(0, 8)})
+	}
+	qp.WRBuild(SendWR{WrID: 3, Opcode: WRLocalInv, Flags: SendSignaled, ImmData: 5})
+	wantErrno(t, qp.WRComplete(), unix.EINVAL, "a batch with a LOCAL_INV on kernel commands")
+	if n := e.d.Writes() - writes; n != 0 {
+		t.Fatalf("%d commands for a refused batch", n)
+	}
+	const polls = 200
+	wc := make([]WC, 16)
+	for i := 0; i < polls; i++ {
+		if n, err := e.cqA.Poll(wc); n != 0 || err != nil {
+			t.Fatalf("poll %d: %d completions, %v: %+v", i, n, err, wc[:n])
+		}
+	}
+	if n := e.d.Writes() - writes; n > polls/256+1 {
+		t.Fatalf("%d POLL_CQ write()s for %d empty polls after a refused batch; the kernel took none of it", n, polls)
+	}
+}
+
 // issue 23: the provider's own DV queue waits for the QP's first post, so a
 // QP nobody posts on through the provider (a GPU producer's) never gets one.
 func TestUSB4DVDeferredToTheFirstPost(t *testing.T) {

@@ -3,7 +3,9 @@ package dataplane
 import (
 	"bytes"
 	"errors"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -1185,6 +1187,95 @@ func TestUSB4DVDeferredToTheFirstPost(t *testing.T) {
 	if !bytes.Equal(e.bufB[256:272], e.bufA[:16]) {
 		t.Fatal("bytes differ")
 	}
+}
+
+// issue 31 item 10: a fork() child's copy of a QP whose DV queue waits for
+// the first post never attaches one: its CREATE_QUEUE would hand the kernel
+// the child's memory for the parent's QP (the kernel QP is shared through
+// the inherited command fd), and the parent's own first post would then get
+// EBUSY. The child posts through kernel commands, as through the module's C
+// provider; the parent's copy still attaches at its first post.
+func TestUSB4DVForkChildNeverAttaches(t *testing.T) {
+	e := newUSB4Env(t, "kcmd+dv", 64)
+	h, qpn, err := e.d.CreateQP(QPTypeRC, e.hcqA, e.hcqA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, _, err := e.d.CreateQP(QPTypeRC, e.hcqB, e.hcqB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.d.Connect(h, peer)
+	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC, MaxSendWR: 64,
+		MaxSendSGE: 1, MaxRecvSGE: 1, SendCQ: e.cqA, RecvCQ: e.cqA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qp.Close()
+	if !qp.DeferDV(0) {
+		t.Fatalf("DeferDV refused: %s", qp.FallbackReason())
+	}
+	e.d.Fork() // from here on the engine runs in the "child"
+	creates := e.d.CreateQueues()
+	if err := qp.PostSend([]SendWR{{WrID: 7, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 16)},
+		RemoteAddr: addr(e.bufB) + 256, RKey: e.rkeyB}}); err != nil {
+		t.Fatalf("the child's post: %v", err)
+	}
+	if n := e.d.CreateQueues() - creates; n != 0 {
+		t.Fatalf("the fork() child's first post issued %d CREATE_QUEUE on the parent's QP, want none", n)
+	}
+	if qp.SendBackend() != BackendKCmd || !strings.Contains(qp.FallbackReason(), "fork") {
+		t.Fatalf("child's QP: backend %q owner %q reason %q, want kernel commands for a fork() child",
+			qp.SendBackend(), qp.DVOwner(), qp.FallbackReason())
+	}
+	if c := pollN(t, e.cqA, 1)[0]; c.WrID != 7 || c.Status != WCSuccess {
+		t.Fatalf("completion %+v", c)
+	}
+}
+
+// issue 31 item 10: the DV queue memory the provider hands the kernel is
+// MADV_DONTFORK (VmFlags "dc"), as rdma-core's providers keep their queue
+// buffers (ibv_dontfork_range): a fork() child gets no copy of pages the
+// kernel reads and writes for the parent.
+func TestUSB4DVQueueMemoryNotInherited(t *testing.T) {
+	e := newUSB4Env(t, "dv", 64)
+	mem := e.d.DVQueueMemory(e.hqpA)
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no smaps: %v", err)
+	}
+	for i, what := range []string{"SQ", "CQ", "doorbell"} {
+		flags, ok := vmFlagsAt(string(smaps), mem[i])
+		if !ok {
+			t.Fatalf("%s at %#x: no mapping in /proc/self/smaps", what, mem[i])
+		}
+		if !strings.Contains(" "+flags+" ", " dc ") {
+			t.Errorf("%s at %#x: VmFlags %q lack dc (MADV_DONTFORK)", what, mem[i], flags)
+		}
+	}
+}
+
+// vmFlagsAt is the VmFlags line of the mapping of smaps that holds addr.
+func vmFlagsAt(smaps string, addr uintptr) (string, bool) {
+	in := false
+	for _, line := range strings.Split(smaps, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if lo, hi, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") {
+			a, err1 := strconv.ParseUint(lo, 16, 64)
+			b, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 == nil && err2 == nil {
+				in = uint64(addr) >= a && uint64(addr) < b
+				continue
+			}
+		}
+		if in && f[0] == "VmFlags:" {
+			return strings.Join(f[1:], " "), true
+		}
+	}
+	return "", false
 }
 
 // issue 23: an application that attached its own DV queue to the QP (the

@@ -122,6 +122,28 @@ func (e *usb4Env) newQPWith(t testing.TB, cq *CQ, hcq uint32, cfg QPConfig) (*QP
 	return qp, h, qpn
 }
 
+// newPeeredQP is an RC QP on cqA, connected to a peer on cqB, with one send
+// SGE (DV-able) and no DV decision yet; closed at the test's end.
+func (e *usb4Env) newPeeredQP(t testing.TB, maxSendWR uint32) *QP {
+	t.Helper()
+	h, qpn, err := e.d.CreateQP(QPTypeRC, e.hcqA, e.hcqA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, _, err := e.d.CreateQP(QPTypeRC, e.hcqB, e.hcqB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.d.Connect(h, peer)
+	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC, MaxSendWR: maxSendWR,
+		MaxSendSGE: 1, MaxRecvSGE: 1, SendCQ: e.cqA, RecvCQ: e.cqA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(qp.Close)
+	return qp
+}
+
 func (e *usb4Env) close() {
 	for _, qp := range []*QP{e.qpA, e.qpB} {
 		if qp != nil {
@@ -1142,21 +1164,7 @@ func TestUSB4RefusedBatchIsNoKernelWork(t *testing.T) {
 // QP nobody posts on through the provider (a GPU producer's) never gets one.
 func TestUSB4DVDeferredToTheFirstPost(t *testing.T) {
 	e := newUSB4Env(t, "kcmd+dv", 64)
-	h, qpn, err := e.d.CreateQP(QPTypeRC, e.hcqA, e.hcqA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, _, err := e.d.CreateQP(QPTypeRC, e.hcqB, e.hcqB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.d.Connect(h, peer)
-	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC, MaxSendWR: 64,
-		MaxSendSGE: 1, MaxRecvSGE: 1, SendCQ: e.cqA, RecvCQ: e.cqA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qp.Close()
+	qp := e.newPeeredQP(t, 64)
 	creates := e.d.CreateQueues()
 	if !qp.DeferDV(0) {
 		t.Fatalf("DeferDV refused: %s", qp.FallbackReason())
@@ -1197,21 +1205,7 @@ func TestUSB4DVDeferredToTheFirstPost(t *testing.T) {
 // provider; the parent's copy still attaches at its first post.
 func TestUSB4DVForkChildNeverAttaches(t *testing.T) {
 	e := newUSB4Env(t, "kcmd+dv", 64)
-	h, qpn, err := e.d.CreateQP(QPTypeRC, e.hcqA, e.hcqA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, _, err := e.d.CreateQP(QPTypeRC, e.hcqB, e.hcqB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.d.Connect(h, peer)
-	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC, MaxSendWR: 64,
-		MaxSendSGE: 1, MaxRecvSGE: 1, SendCQ: e.cqA, RecvCQ: e.cqA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qp.Close()
+	qp := e.newPeeredQP(t, 64)
 	if !qp.DeferDV(0) {
 		t.Fatalf("DeferDV refused: %s", qp.FallbackReason())
 	}
@@ -1323,21 +1317,7 @@ func TestUSB4DVApplicationQueueIsLeftAlone(t *testing.T) {
 // through DV, nothing through the kernel's send queue.
 func TestUSB4DVDeferredAttachFromEightThreads(t *testing.T) {
 	e := newUSB4Env(t, "kcmd+dv", 256)
-	h, qpn, err := e.d.CreateQP(QPTypeRC, e.hcqA, e.hcqA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, _, err := e.d.CreateQP(QPTypeRC, e.hcqB, e.hcqB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.d.Connect(h, peer)
-	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC, MaxSendWR: 256,
-		MaxSendSGE: 1, MaxRecvSGE: 1, SendCQ: e.cqA, RecvCQ: e.cqA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qp.Close()
+	qp := e.newPeeredQP(t, 256)
 	if !qp.DeferDV(0) {
 		t.Fatalf("DeferDV refused: %s", qp.FallbackReason())
 	}

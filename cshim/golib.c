@@ -354,10 +354,17 @@ static void load(void)
 	struct usb4_go_config cfg = {.force_kernel_commands = usb4_abi_get()->force_kernel_commands,
 				     .dv_send = usb4_abi_get()->dv_send,
 				     .engine = &engine_api};
-	if (USB4_GO(Start, USB4_GO_API_VERSION, &cfg) != 0) {
+	uint64_t layout = USB4_LAYOUT_HASH;
+	int rc = USB4_GO(Start, USB4_GO_API_VERSION, &layout, &cfg);
+	if (rc == EPROTO)
+		fail(ELIBBAD,
+		     "%s was built from other shared headers than this front library (layout %016llx, the front's "
+		     "%016llx): the two files are from different usb4verbs builds; reinstall usb4verbs",
+		     path, (unsigned long long)layout, (unsigned long long)USB4_LAYOUT_HASH);
+	else if (rc != 0)
 		fail(ELIBBAD, "%s is from another usb4verbs build (entry points differ); reinstall usb4verbs", path);
+	if (rc != 0)
 		return;
-	}
 	image.err = 0;
 	atomic_store(&image.ready, true);
 }

@@ -443,10 +443,22 @@ struct usb4_open_info {
 // Bump USB4_GO_API_VERSION whenever an entry below or a struct it takes
 // changes: a front and a Go part from different builds then refuse each
 // other (usb4goStart) instead of misreading arguments.
-#define USB4_GO_API_VERSION 5
+#define USB4_GO_API_VERSION 6
+// The layout both libraries were built with: the hash of the C headers they
+// share (cshim/*.h, provider/dataplane/*.h, uapi/c/*.h), which
+// scripts/cgo-headers.sh computes at build time and scripts/build-provider.sh
+// gives both builds (-DUSB4_CGO_HEADERS=0x...). The Go part reads engine and
+// front structs field by field, so a pair whose hashes differ refuses to
+// start (usb4goStart: EPROTO) even where nobody bumped USB4_GO_API_VERSION.
+// 0 when built without it (plain `go build`, test builds).
+#ifndef USB4_CGO_HEADERS
+#define USB4_CGO_HEADERS 0
+#endif
+#define USB4_LAYOUT_HASH ((uint64_t)USB4_CGO_HEADERS)
 // What the Go part takes over from the front at start (settings.c).
 // Version 3 added dv_send, version 4 usb4goAdoptObject and engine, version 5
-// the removal record's entries in engine (provider/dataplane/engine_api.h).
+// the removal record's entries in engine (provider/dataplane/engine_api.h),
+// version 6 the layout hash.
 struct usb4_go_config {
 	bool force_kernel_commands;
 	bool dv_send;
@@ -454,7 +466,9 @@ struct usb4_go_config {
 	// makes, drives and frees every data-path object through this table.
 	const struct usb4v_engine_api *engine;
 };
-int usb4goStart(uint32_t api_version, struct usb4_go_config *cfg);
+// layout: the front's USB4_LAYOUT_HASH; on EPROTO (the Go part was built
+// from other headers) it gets the Go part's.
+int usb4goStart(uint32_t api_version, uint64_t *layout, struct usb4_go_config *cfg);
 // Creates the kernel ucontext on libibverbs' cmd_fd, which stays libibverbs',
 // for the device as libibverbs and match.c identified it (kind, kernel
 // driver id for the ioctl headers, node GUID or 0).

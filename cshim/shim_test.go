@@ -742,11 +742,11 @@ func prefix(label string) string {
 	return label + ": "
 }
 
-// buildAsanShim builds the C parts (testdata/gostub.c standing in for Go)
-// with the data-path engine as a plain C provider under AddressSanitizer.
-func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
+// buildFront builds the front library (cshim's C files and the data-path
+// engine, as scripts/build-provider.sh) into so, with flags added to every
+// compile.
+func buildFront(t *testing.T, dir, so string, flags []string) {
 	t.Helper()
-	asanFlags = []string{"-fsanitize=address", "-fno-omit-frame-pointer", "-g"}
 	cfiles, err := filepath.Glob("*.c")
 	if err != nil || len(cfiles) == 0 {
 		t.Fatalf("no C files: %v", err)
@@ -763,21 +763,29 @@ func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
 			continue
 		}
 		obj := filepath.Join(dir, strings.TrimSuffix(filepath.Base(f), ".c")+".o")
-		if err := gcc(append(asanFlags, "-std=gnu11", "-fPIC", "-I../uapi/c", "-c", "-o", obj, f)...); err != nil {
+		if err := gcc(append(flags, "-std=gnu11", "-fPIC", "-I../uapi/c", "-c", "-o", obj, f)...); err != nil {
 			t.Fatal(err)
 		}
 		engineObjs = append(engineObjs, obj)
 	}
 	cfiles = append(cfiles, engineObjs...)
-	// The front, with the engine, as scripts/build-provider.sh links it; and
-	// beside it the stand-in for the Go part, which creates engine objects
-	// through the front's engine table, as the real Go part does.
-	so = filepath.Join(dir, "libusb4_asan.so")
-	args := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o", so}, asanFlags...),
+	args := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o", so}, flags...),
 		append(cfiles, "-ldl", "-lpthread")...)
 	if err := gcc(args...); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// buildAsanShim builds the C parts (testdata/gostub.c standing in for Go)
+// with the data-path engine as a plain C provider under AddressSanitizer.
+func buildAsanShim(t *testing.T, dir string) (so string, asanFlags []string) {
+	t.Helper()
+	asanFlags = []string{"-fsanitize=address", "-fno-omit-frame-pointer", "-g"}
+	// The front, with the engine, as scripts/build-provider.sh links it; and
+	// beside it the stand-in for the Go part, which creates engine objects
+	// through the front's engine table, as the real Go part does.
+	so = filepath.Join(dir, "libusb4_asan.so")
+	buildFront(t, dir, so, asanFlags)
 	stub := append(append([]string{"-shared", "-fPIC", "-I../provider/dataplane", "-I../uapi/c", "-o",
 		filepath.Join(dir, "libusb4_rdma-go.so")}, asanFlags...), "testdata/gostub.c", "-lpthread")
 	if err := gcc(stub...); err != nil {
@@ -957,6 +965,37 @@ func TestGoPartLoadFailures(t *testing.T) {
 				t.Errorf("%d stderr lines, want one per open and the ABI warning:\n%s", c, r.stderr)
 			}
 		})
+	}
+}
+
+// TestGoPartFromAnotherBuildRefused (issue 31 item 11): the Go part reads
+// the front's engine structs and the front reads the Go part's, so a pair
+// built from different shared headers (cshim/*.h, provider/dataplane/*.h,
+// uapi/c/*.h: scripts/cgo-headers.sh hashes them) must not run: every open
+// fails with ELIBBAD and one line that says so. Before, only a hand-bumped
+// USB4_GO_API_VERSION told such a pair apart. The Go part of the host build
+// is paired with a front built with another hash.
+func TestGoPartFromAnotherBuildRefused(t *testing.T) {
+	h := setupHost(t)
+	dir := t.TempDir()
+	so := filepath.Join(dir, "libusb4_rdma.so")
+	buildFront(t, dir, so, []string{"-O0", "-fvisibility=hidden", "-DUSB4_CGO_HEADERS=0x1"})
+	if err := os.Symlink(filepath.Join(h.build, "libusb4_rdma-go.so"), filepath.Join(dir, "libusb4_rdma-go.so")); err != nil {
+		t.Fatal(err)
+	}
+	shim, err := installAs(so, dir, "usb4_rdma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, r := listDevices(t, h, shim, h.listdev, nil, "open")
+	const cause = "was built from other shared headers than this front library"
+	for _, n := range usb4Claimed {
+		if l.open[n] != "errno ELIBBAD" {
+			t.Errorf("open %s: %q, want errno ELIBBAD", n, l.open[n])
+		}
+	}
+	if c := strings.Count(r.stderr, cause); c != len(usb4Claimed) {
+		t.Errorf("%d lines name the cause %q, want one per open; stderr:\n%s", c, cause, r.stderr)
 	}
 }
 
@@ -1350,7 +1389,11 @@ func TestGoPartHasNoEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	engineOnly := map[string]bool{"usb4v_rxe_post_send": true, "usb4v_kcmd_poll_cq": true, "usb4v_dv_post_send": true,
-		"usb4v_shm_poll_cq": true, "usb4v_uverbs_ioctl": true, "usb4v_libc_sys": true}
+		"usb4v_shm_poll_cq": true, "usb4v_uverbs_ioctl": true, "usb4v_libc_sys": true,
+		// The per-object marks of the removal (issue 31 item 14): the Go
+		// part removes through the context's record (usb4v_dev_remove).
+		"usb4v_cq_mark_gone": true, "usb4v_qp_mark_gone": true, "usb4v_srq_mark_gone": true,
+		"usb4v_cq_release_maps": true, "usb4v_qp_release_maps": true, "usb4v_srq_release_maps": true}
 	wrappers := 0
 	for _, s := range syms {
 		if !strings.HasPrefix(s.Name, "usb4v_") {

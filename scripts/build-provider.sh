@@ -19,7 +19,11 @@ trap 'rm -rf "$obj"' EXIT
 # The same language levels and warnings as the cgo builds of these files
 # (cshim/cgo.go, provider/dataplane/dataplane.go). Only the constructor matters
 # to libibverbs: every other symbol stays inside the library.
-common=(-O2 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I"$repo/uapi/c" ${CFLAGS_EXTRA:-})
+# The shared headers' hash (scripts/cgo-headers.sh, -DUSB4_CGO_HEADERS=0x...) goes
+# into both files: the Go part refuses a front built from other headers
+# (cshim/shim.h USB4_LAYOUT_HASH), and a header change rebuilds the Go part.
+hdrs=$("$repo/scripts/cgo-headers.sh")
+common=(-O2 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I"$repo/uapi/c" "$hdrs" ${CFLAGS_EXTRA:-})
 objs=()
 for f in "$repo"/cshim/*.c; do
   o=$obj/front-$(basename "${f%.c}").o
@@ -59,8 +63,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 goflags+=(-ldflags "$ldflags")
-# The headers' hash in CGO_CFLAGS: a header change rebuilds the Go part (cgo-headers.sh).
-hdrs=$("$repo/scripts/cgo-headers.sh")
+# The same hash in CGO_CFLAGS for the Go part.
 [[ " ${CGO_CFLAGS:-} " == *" $hdrs "* ]] || export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} $hdrs"
 (cd "$repo" && go build "${goflags[@]}" -tags "$tags" -buildmode=c-shared -o "$out/libusb4_rdma-go.so" ./cshim/gopart)
 rm -f "$out/libusb4_rdma-go.h"

@@ -29,14 +29,20 @@ var settings struct {
 
 // usb4goStart is the first call the front library makes after loading the Go
 // part (cshim/golib.c): it checks that both were built from the same table
-// of entry points and takes over the settings.
+// of entry points (ELIBBAD) and the same shared headers (EPROTO, with this
+// part's hash in *layout: shim.h USB4_LAYOUT_HASH), then takes over the
+// settings. Nothing else of the pair runs after a refusal.
 //
 //export usb4goStart
-func usb4goStart(apiVersion C.uint32_t, cfg *C.struct_usb4_go_config) (rc C.int) {
+func usb4goStart(apiVersion C.uint32_t, layout *C.uint64_t, cfg *C.struct_usb4_go_config) (rc C.int) {
 	defer contain("start", &rc)
 	forcedPanic("start")
 	if apiVersion != C.USB4_GO_API_VERSION {
 		return C.int(unix.ELIBBAD)
+	}
+	if *layout != C.USB4_LAYOUT_HASH {
+		*layout = C.USB4_LAYOUT_HASH
+		return C.int(unix.EPROTO)
 	}
 	settings.forceKernelCommands = bool(cfg.force_kernel_commands)
 	settings.dvSend = bool(cfg.dv_send) && !settings.forceKernelCommands

@@ -20,10 +20,14 @@
 // has no engine of its own either.
 static const struct usb4v_engine_api *engine;
 
-int usb4goStart(uint32_t api_version, struct usb4_go_config *cfg)
+int usb4goStart(uint32_t api_version, uint64_t *layout, struct usb4_go_config *cfg)
 {
 	if (api_version != USB4_GO_API_VERSION || !cfg->engine)
 		return ELIBBAD;
+	if (*layout != USB4_LAYOUT_HASH) {
+		*layout = USB4_LAYOUT_HASH;
+		return EPROTO;
+	}
 	engine = cfg->engine;
 	return 0;
 }

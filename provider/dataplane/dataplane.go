@@ -169,9 +169,6 @@ func sysPtr(sys unsafe.Pointer) *C.struct_usb4v_sys {
 type CQ struct {
 	c  *C.struct_usb4v_cq
 	mu sync.Mutex // guards c against Close during Poll and ReqNotify from Go
-	// gone is c as created, never changed: MarkGone uses it without mu,
-	// which a resize holds across its kernel command.
-	gone *C.struct_usb4v_cq
 }
 
 // NewCQ creates the C object for a CQ the control path created in the
@@ -182,7 +179,7 @@ func NewCQ(sys unsafe.Pointer, cmdFd int, handle, cqe uint32) (*CQ, error) {
 	if c == nil {
 		return nil, fmt.Errorf("create cq data path: %w", unix.ENOMEM)
 	}
-	return &CQ{c: c, gone: c}, nil
+	return &CQ{c: c}, nil
 }
 
 // AttachRxe puts the CQ on the rxe ring described by create_cq's mmap_info.
@@ -265,24 +262,6 @@ func (cq *CQ) Disown() {
 	cq.c = nil
 }
 
-// MarkGone makes every later poll return EIO and arming fail with EIO: the
-// device was removed. It takes no lock and waits for no poller or resize
-// (docs/DESIGN.md, "Lock order"); the caller keeps the C object from being
-// freed meanwhile. The provider's removal goes through the context's record
-// (Dev.Remove), which does this for every joined object.
-func (cq *CQ) MarkGone() {
-	C.usb4v_cq_mark_gone(cq.gone)
-}
-
-// ReleaseMaps, after MarkGone, puts anonymous memory in place of the rings
-// the engine mapped from the command fd, so they stop holding the kernel's
-// file (device removal). It takes no lock it could wait for: false means a
-// poller or a resize holds the CQ, and the caller tries again later,
-// holding none of the locks a verb takes. Same lifetime rule as MarkGone.
-func (cq *CQ) ReleaseMaps() bool {
-	return C.usb4v_cq_release_maps(cq.gone) == 0
-}
-
 // Close frees the C object (and unmaps rings the engine mapped). The kernel
 // CQ must already be destroyed or about to be; QPs using it go first.
 func (cq *CQ) Close() {
@@ -305,7 +284,7 @@ func (cq *CQ) Close() {
 func AdoptCQ(p unsafe.Pointer) *CQ {
 	c := (*C.struct_usb4v_cq)(p)
 	C.usb4v_cq_forget_dev(c)
-	return &CQ{c: c, gone: c}
+	return &CQ{c: c}
 }
 
 // AdoptQP: see AdoptCQ.
@@ -412,20 +391,6 @@ func (s *SRQ) PostRecv(wrs []RecvWR) error {
 
 // CPtr is the struct usb4v_srq * for cshim.
 func (s *SRQ) CPtr() unsafe.Pointer { return unsafe.Pointer(s.c) }
-
-// MarkGone makes every later post fail with EIO: the device was removed.
-// The caller keeps the C object from being freed meanwhile.
-func (s *SRQ) MarkGone() {
-	if s.c != nil {
-		C.usb4v_srq_mark_gone(s.c)
-	}
-}
-
-// ReleaseMaps is CQ.ReleaseMaps for the SRQ's ring (false: a poster or a
-// resize holds it; try again later).
-func (s *SRQ) ReleaseMaps() bool {
-	return s.c == nil || C.usb4v_srq_release_maps(s.c) == 0
-}
 
 // Disown gives the C object up without freeing it (see CQ.Disown; objects.c
 // frees it with usb4v_srq_free).
@@ -745,22 +710,6 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 	return qp.recv.postRecv("post recv", wrs, func(first *C.struct_usb4v_ibv_recv_wr, bad **C.struct_usb4v_ibv_recv_wr) C.int {
 		return C.usb4v_post_recv(qp.c, first, bad)
 	})
-}
-
-// MarkGone makes every later post fail with EIO: the device was removed.
-// The caller keeps the C object from being freed meanwhile.
-func (qp *QP) MarkGone() {
-	if qp.c != nil {
-		C.usb4v_qp_mark_gone(qp.c)
-	}
-}
-
-// ReleaseMaps is CQ.ReleaseMaps for the QP's rings (never busy: a QP's
-// rings change only at attach and free).
-func (qp *QP) ReleaseMaps() {
-	if qp.c != nil {
-		C.usb4v_qp_release_maps(qp.c)
-	}
 }
 
 // Disown gives the C object up without freeing it (see CQ.Disown; objects.c

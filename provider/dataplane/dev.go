@@ -67,10 +67,10 @@ func (d *Dev) Close() {
 	})
 }
 
-// Join puts the CQ in d's record (once, right after NewCQ); a nil or closed
-// d joins nothing.
+// Join puts the CQ in d's record (once, right after NewCQ, before any other
+// goroutine has the CQ); a nil or closed d joins nothing.
 func (cq *CQ) Join(d *Dev) {
-	d.with(func(c *C.struct_usb4v_dev) { C.usb4v_cq_join(cq.gone, c) })
+	d.with(func(c *C.struct_usb4v_dev) { C.usb4v_cq_join(cq.c, c) })
 }
 
 // Join puts the QP in d's record.

@@ -32,7 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine.h"
 
@@ -141,6 +143,48 @@ static int dv_check(struct usb4v_qp *qp, const struct usb4v_usb4_rdma_dv_query_c
 	return 0;
 }
 
+static int sys_getpid(const struct usb4v_sys *sys)
+{
+	return sys->getpid ? sys->getpid(sys->ctx) : (int)getpid();
+}
+
+/* DV queue memory: the kernel pins these pages and reads and writes them
+ * for this process, so a fork() child gets no copy of them (MADV_DONTFORK,
+ * as rdma-core's providers keep their queue buffers: ibv_dontfork_range).
+ * Whole pages of their own, zeroed, never malloc's: a malloc chunk's
+ * neighbours and headers would go missing in the child too. */
+static size_t dv_pages(size_t bytes)
+{
+	return (bytes + 4095) & ~(size_t)4095;
+}
+
+static void *dv_mem_alloc(size_t bytes)
+{
+	void *p = mmap(NULL, dv_pages(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (madvise(p, dv_pages(bytes), MADV_DONTFORK) != 0) {
+		munmap(p, dv_pages(bytes));
+		return NULL;
+	}
+	return p;
+}
+
+static void dv_mem_free(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, dv_pages(bytes));
+}
+
+/* sq_entries and cq_entries size the pages; post_mu is the caller's. */
+void usb4v_dv_free(struct usb4v_dv *dv)
+{
+	dv_mem_free(dv->sq, (size_t)dv->sq_entries * 64);
+	dv_mem_free(dv->cq, (size_t)dv->cq_entries * 64);
+	dv_mem_free(dv->db, 4096);
+	free(dv);
+}
+
 int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 		    const struct usb4v_usb4_rdma_dv_query_caps_resp *caps, uint32_t max_send_wr)
 {
@@ -151,29 +195,17 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	struct usb4v_dv *dv = calloc(1, sizeof(*dv));
 	if (!dv)
 		return -ENOMEM;
-	size_t sq_bytes = (size_t)sq_entries * 64, cq_bytes = (size_t)cq_entries * 64;
+	dv->sq_entries = sq_entries;
+	dv->cq_entries = cq_entries;
 	/* Separate page-aligned allocations: the kernel rejects overlap, and
 	 * the doorbell record sits alone in its own 4 KiB page. */
-	dv->sq = aligned_alloc(4096, (sq_bytes + 4095) & ~(size_t)4095);
-	dv->cq = aligned_alloc(4096, (cq_bytes + 4095) & ~(size_t)4095);
-	dv->db = aligned_alloc(4096, 4096);
-	if (!dv->sq || !dv->cq || !dv->db) {
-		free(dv->sq);
-		free(dv->cq);
-		free(dv->db);
-		free(dv);
+	dv->sq = dv_mem_alloc((size_t)sq_entries * 64);
+	dv->cq = dv_mem_alloc((size_t)cq_entries * 64);
+	dv->db = dv_mem_alloc(4096);
+	if (!dv->sq || !dv->cq || !dv->db || pthread_mutex_init(&dv->post_mu, NULL)) {
+		usb4v_dv_free(dv);
 		return -ENOMEM;
 	}
-	if (pthread_mutex_init(&dv->post_mu, NULL)) {
-		free(dv->sq);
-		free(dv->cq);
-		free(dv->db);
-		free(dv);
-		return -ENOMEM;
-	}
-	memset(dv->sq, 0, sq_bytes);
-	memset(dv->cq, 0, cq_bytes);
-	memset(dv->db, 0, 4096);
 	dv->sq_entries = sq_entries;
 	dv->cq_entries = cq_entries;
 	dv->caps = caps->caps;
@@ -217,10 +249,7 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 			__atomic_store_n(&qp->dv_owner, USB4V_DV_OWNER_NONE, __ATOMIC_RELAXED);
 		}
 		pthread_mutex_destroy(&dv->post_mu);
-		free(dv->sq);
-		free(dv->cq);
-		free(dv->db);
-		free(dv);
+		usb4v_dv_free(dv);
 		return 0;
 	}
 	dv->gen = (uint8_t)resp.generation;
@@ -261,6 +290,7 @@ int usb4v_qp_defer_dv(struct usb4v_qp *qp, uint32_t driver_id,
 	d->caps = *caps;
 	d->driver_id = driver_id;
 	d->max_send_wr = max_send_wr;
+	d->pid = sys_getpid(qp->sys);
 	qp->dv_defer = d;
 	qp->fallback_reason[0] = 0;
 	__atomic_store_n(&qp->dv_owner, USB4V_DV_OWNER_PENDING, __ATOMIC_RELAXED);
@@ -285,7 +315,20 @@ void usb4v_dv_attach_pending(struct usb4v_qp *qp)
 		return;
 	pthread_mutex_lock(&d->mu);
 	if (__atomic_load_n(&qp->dv_pending, __ATOMIC_ACQUIRE)) {
-		int rc = usb4v_qp_try_dv(qp, d->driver_id, &d->caps, d->max_send_wr);
+		int rc = 0;
+		if (sys_getpid(qp->sys) != d->pid) {
+			/* A fork() child's copy: the kernel QP is the parent's
+			 * too (the command fd is shared), and a CREATE_QUEUE
+			 * would give it this child's pages, leaving the parent
+			 * EBUSY at its own first post. The child posts through
+			 * kernel commands, as rdma-core's fork rules leave a
+			 * child the kernel's side of an inherited object. */
+			snprintf(qp->fallback_reason, sizeof(qp->fallback_reason),
+				 "a fork() child's copy of the QP: its DV queue is the parent's to attach");
+			__atomic_store_n(&qp->dv_owner, USB4V_DV_OWNER_NONE, __ATOMIC_RELAXED);
+		} else {
+			rc = usb4v_qp_try_dv(qp, d->driver_id, &d->caps, d->max_send_wr);
+		}
 		if (rc < 0) {
 			snprintf(qp->fallback_reason, sizeof(qp->fallback_reason), "DV attach: errno %d", -rc);
 			__atomic_store_n(&qp->dv_owner, USB4V_DV_OWNER_NONE, __ATOMIC_RELAXED);

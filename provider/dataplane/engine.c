@@ -974,10 +974,7 @@ static void qp_release(struct usb4v_qp *qp, uint32_t driver_id, int destroy_queu
 			__atomic_fetch_and(&cq->slow, ~(uint32_t)USB4V_CQ_SLOW_DV, __ATOMIC_RELAXED);
 		pthread_spin_unlock(&cq->lock);
 		pthread_mutex_destroy(&qp->dv->post_mu);
-		free(qp->dv->sq);
-		free(qp->dv->cq);
-		free(qp->dv->db);
-		free(qp->dv);
+		usb4v_dv_free(qp->dv);
 	}
 	if (qp->dv_defer) {
 		pthread_mutex_destroy(&qp->dv_defer->mu);

@@ -177,6 +177,9 @@ struct usb4v_sys {
 	int (*ioctl)(void *ctx, int fd, unsigned long req, void *arg);
 	int (*mmap)(void *ctx, int fd, uint64_t offset, size_t len, void **addr);
 	int (*munmap)(void *ctx, void *addr, size_t len);
+	/* This process's id (NULL: getpid); a fork() child's differs from the
+	 * parent's, which is how the engine tells an inherited object. */
+	int (*getpid)(void *ctx);
 };
 
 /* The libc implementation of the seam. */
@@ -235,6 +238,7 @@ struct usb4v_dv_defer {
 	struct usb4v_usb4_rdma_dv_query_caps_resp caps;
 	uint32_t driver_id;
 	uint32_t max_send_wr;
+	int pid; /* the process that deferred it: only it attaches */
 };
 
 struct usb4v_dv {
@@ -507,8 +511,11 @@ int usb4v_qp_try_dv(struct usb4v_qp *qp, uint32_t driver_id,
 int usb4v_qp_defer_dv(struct usb4v_qp *qp, uint32_t driver_id,
 		      const struct usb4v_usb4_rdma_dv_query_caps_resp *caps, uint32_t max_send_wr);
 /* The deferred attach, run by the first post_send (dv.c); a no-op once
- * decided. */
+ * decided. A fork() child's copy of the QP never attaches: it stays on
+ * kernel commands. */
 void usb4v_dv_attach_pending(struct usb4v_qp *qp);
+/* Frees a DV queue's memory (MADV_DONTFORK pages) and the struct. */
+void usb4v_dv_free(struct usb4v_dv *dv);
 void usb4v_qp_set_state(struct usb4v_qp *qp, int state);
 /* Detach (DESTROY_QUEUE, unmap, unlink) and free, while the kernel QP lives
  * (or with the whole context going away). */
@@ -664,7 +671,9 @@ int usb4v_rxe_post_recv(struct usb4v_rxe_ring *rq, uint32_t max_sge, struct usb4
 			struct usb4v_ibv_recv_wr **bad);
 int usb4v_rxe_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc);
 int usb4v_kcmd_post_send(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
-/* The whole list in one command, or nothing (ibv_wr_complete). */
+/* The whole list in one command, or nothing (ibv_wr_complete). On an error
+ * *bad is the first WR the kernel did not take: the head when nothing went
+ * out. */
 int usb4v_kcmd_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr, struct usb4v_ibv_send_wr **bad);
 int usb4v_kcmd_post_recv(const struct usb4v_sys *sys, int fd, uint32_t cmd, uint32_t handle,
 			 struct usb4v_ibv_recv_wr *wr, struct usb4v_ibv_recv_wr **bad);

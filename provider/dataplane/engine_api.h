@@ -85,12 +85,6 @@
 	V(qp_forget_dev, (struct usb4v_qp * qp), (qp))                                                       \
 	V(srq_forget_dev, (struct usb4v_srq * srq), (srq))                                                   \
 	R(int, dev_remove, (struct usb4v_dev * dev), (dev))                                                  \
-	V(cq_mark_gone, (struct usb4v_cq * cq), (cq))                                                        \
-	V(qp_mark_gone, (struct usb4v_qp * qp), (qp))                                                        \
-	V(srq_mark_gone, (struct usb4v_srq * srq), (srq))                                                    \
-	R(int, cq_release_maps, (struct usb4v_cq * cq), (cq))                                                \
-	V(qp_release_maps, (struct usb4v_qp * qp), (qp))                                                     \
-	R(int, srq_release_maps, (struct usb4v_srq * srq), (srq))                                            \
 	R(const char *, backend_name, (int backend), (backend))                                              \
 	R(int, dv_kick_mode, (const struct usb4v_qp *qp), (qp))                                              \
 	R(uint64_t, dv_kicks, (const struct usb4v_qp *qp), (qp))                                             \

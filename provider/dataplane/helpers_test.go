@@ -70,3 +70,19 @@ func expectEmpty(t testing.TB, cq *CQ) {
 func be32(v uint32) uint32 { return v>>24 | (v>>8)&0xff00 | (v<<8)&0xff0000 | v<<24 }
 
 func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }
+
+// removalRecord is a context's removal record (Dev) holding what join puts
+// in it, as the provider's contexts hold their objects: Remove marks them
+// gone and releases their rings, as the removal does (usb4v_dev_remove).
+func removalRecord(t testing.TB, join ...func(*Dev)) *Dev {
+	t.Helper()
+	d, err := NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	for _, j := range join {
+		j(d)
+	}
+	return d
+}

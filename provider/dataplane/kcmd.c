@@ -179,7 +179,11 @@ int usb4v_kcmd_post_send_whole(struct usb4v_qp *qp, struct usb4v_ibv_send_wr *wr
 		const char *why = kcmd_send_wr_refusal(qp, p);
 		if (why) {
 			kcmd_log_refusal(qp, p, why);
-			*bad = p;
+			/* Nothing of the list went out: the head is the first
+			 * WR the kernel did not take (usb4v_post_send_whole
+			 * counts the signaled WRs before *bad as the CQ's
+			 * kernel work). */
+			*bad = wr;
 			return EINVAL;
 		}
 		nwr++;

@@ -255,14 +255,16 @@ func TestGoPollWaitsForClose(t *testing.T) {
 	}
 }
 
-// Lock order (docs/DESIGN.md): the removal marks engine objects gone while
-// it holds the handle table, and a thread that holds an engine lock may
-// call a verb, which takes the handle table (an rxe start_poll holder calls
-// a control verb; a CQ resize holds the CQ across RESIZE_CQ). So MarkGone
-// takes no engine lock and waits for no holder.
+// Lock order (docs/DESIGN.md): the removal marks engine objects gone
+// (usb4v_*_mark_gone, through the context's record: Dev.Remove), and a
+// thread that holds an engine lock may call a verb, which takes the locks
+// outside it (an rxe start_poll holder calls a control verb; a CQ resize
+// holds the CQ across RESIZE_CQ). So the marks take no engine lock and wait
+// for no holder.
 func TestMarkGoneWaitsForNoHolder(t *testing.T) {
 	t.Run("cq held by start_poll", func(t *testing.T) {
 		e := newRxeEnv(t, QPTypeRC, false)
+		dev := removalRecord(t, e.cq.Join)
 		produceRxeCQE(t, e.f, 1)
 		k := e.cq.NewCursor()
 		defer k.Free()
@@ -281,18 +283,19 @@ func TestMarkGoneWaitsForNoHolder(t *testing.T) {
 		done(t, "start_poll", held)
 		marked := make(chan struct{})
 		go func() {
-			e.cq.MarkGone()
+			dev.Remove()
 			close(marked)
 		}()
-		done(t, "MarkGone while start_poll holds the CQ", marked)
+		done(t, "the removal while start_poll holds the CQ", marked)
 		close(release)
 		done(t, "end_poll", released)
 		if _, err := e.cq.Poll(make([]WC, 1)); !errors.Is(err, unix.EIO) {
-			t.Fatalf("poll after MarkGone: %v, want EIO", err)
+			t.Fatalf("poll after the removal: %v, want EIO", err)
 		}
 	})
 	t.Run("cq in resize", func(t *testing.T) {
 		e := newRxeEnv(t, QPTypeRC, false)
+		dev := removalRecord(t, e.cq.Join)
 		in, release, resized := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(resized)
@@ -305,14 +308,14 @@ func TestMarkGoneWaitsForNoHolder(t *testing.T) {
 		done(t, "resize", in)
 		marked := make(chan struct{})
 		go func() {
-			e.cq.MarkGone()
+			dev.Remove()
 			close(marked)
 		}()
-		done(t, "MarkGone during a CQ resize", marked)
+		done(t, "the removal during a CQ resize", marked)
 		close(release)
 		done(t, "resize end", resized)
 		if _, err := e.cq.Poll(make([]WC, 1)); !errors.Is(err, unix.EIO) {
-			t.Fatalf("poll after MarkGone: %v, want EIO", err)
+			t.Fatalf("poll after the removal: %v, want EIO", err)
 		}
 	})
 	t.Run("srq in resize", func(t *testing.T) {
@@ -326,6 +329,7 @@ func TestMarkGoneWaitsForNoHolder(t *testing.T) {
 		if err := srq.AttachRxe(nil, usb4double.RxeRQ, f.Len(usb4double.RxeRQ)); err != nil {
 			t.Fatal(err)
 		}
+		dev := removalRecord(t, srq.Join)
 		in, release, resized := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(resized)
@@ -338,14 +342,14 @@ func TestMarkGoneWaitsForNoHolder(t *testing.T) {
 		done(t, "resize", in)
 		marked := make(chan struct{})
 		go func() {
-			srq.MarkGone()
+			dev.Remove()
 			close(marked)
 		}()
-		done(t, "MarkGone during an SRQ resize", marked)
+		done(t, "the removal during an SRQ resize", marked)
 		close(release)
 		done(t, "resize end", resized)
 		if err := srq.PostRecv([]RecvWR{{WrID: 1, SGEs: []SGE{{Addr: 1, Length: 1}}}}); !errors.Is(err, unix.EIO) {
-			t.Fatalf("post after MarkGone: %v, want EIO", err)
+			t.Fatalf("post after the removal: %v, want EIO", err)
 		}
 	})
 }
@@ -389,40 +393,40 @@ func TestReleaseMapsLetsTheFileGo(t *testing.T) {
 	if !mapped() {
 		t.Fatal("the ring is not mapped from the memfd")
 	}
-	cq.MarkGone()
+	if busy := removalRecord(t, cq.Join).Remove(); busy != 0 {
+		t.Fatalf("the removal found %d objects busy with nothing held", busy)
+	}
 	k := cq.NewCursor()
 	defer k.Free()
 	if _, err := k.Start(); !errors.Is(err, unix.EIO) {
-		t.Fatalf("start_poll after MarkGone: %v, want EIO", err)
-	}
-	if !cq.ReleaseMaps() {
-		t.Fatal("ReleaseMaps busy with nothing held")
+		t.Fatalf("start_poll after the removal: %v, want EIO", err)
 	}
 	if mapped() {
-		t.Fatal("the memfd is still mapped after ReleaseMaps")
+		t.Fatal("the memfd is still mapped after the removal")
 	}
 	if _, err := cq.Poll(make([]WC, 1)); !errors.Is(err, unix.EIO) {
 		t.Fatalf("poll after the release: %v, want EIO", err)
 	}
 }
 
-// ReleaseMaps waits for no holder: with the rxe CQ held by start_poll it
-// reports busy, and succeeds once end_poll let go.
+// The release of the rings (usb4v_cq_release_maps) waits for no holder:
+// with the rxe CQ held by start_poll the removal reports it busy, and a
+// later pass succeeds once end_poll let go.
 func TestReleaseMapsBusyWhileHeld(t *testing.T) {
 	e := newRxeEnv(t, QPTypeRC, false)
+	dev := removalRecord(t, e.cq.Join)
 	produceRxeCQE(t, e.f, 1)
 	k := e.cq.NewCursor()
 	defer k.Free()
 	if _, err := k.Start(); err != nil {
 		t.Fatal(err)
 	}
-	e.cq.MarkGone()
-	busy := e.cq.ReleaseMaps()
+	busy := dev.Remove()
 	k.End()
-	if busy {
-		t.Fatal("ReleaseMaps succeeded while start_poll held the CQ")
+	if busy != 1 {
+		t.Fatalf("the removal found %d objects busy while start_poll held the CQ, want 1", busy)
 	}
-	if !e.cq.ReleaseMaps() {
-		t.Fatal("ReleaseMaps still busy after end_poll")
+	if busy := dev.Remove(); busy != 0 {
+		t.Fatalf("%d objects still busy after end_poll", busy)
 	}
 }

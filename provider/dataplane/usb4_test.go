@@ -3,7 +3,9 @@ package dataplane
 import (
 	"bytes"
 	"errors"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +120,28 @@ func (e *usb4Env) newQPWith(t testing.TB, cq *CQ, hcq uint32, cfg QPConfig) (*QP
 	}
 	qp.TryDV(0)
 	return qp, h, qpn
+}
+
+// newPeeredQP is an RC QP on cqA, connected to a peer on cqB, with one send
+// SGE (DV-able) and no DV decision yet; closed at the test's end.
+func (e *usb4Env) newPeeredQP(t testing.TB, maxSendWR uint32) *QP {
+	t.Helper()
+	h, qpn, err := e.d.CreateQP(QPTypeRC, e.hcqA, e.hcqA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, _, err := e.d.CreateQP(QPTypeRC, e.hcqB, e.hcqB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.d.Connect(h, peer)
+	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC, MaxSendWR: maxSendWR,
+		MaxSendSGE: 1, MaxRecvSGE: 1, SendCQ: e.cqA, RecvCQ: e.cqA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(qp.Close)
+	return qp
 }
 
 func (e *usb4Env) close() {
@@ -1096,25 +1120,51 @@ func TestUSB4DVCQAsksTheKernelOnlyForKernelWork(t *testing.T) {
 	expectEmpty(t, e.cqA)
 }
 
+// issue 31 item 12: a kernel-command batch that ibv_wr_complete refuses
+// before any POST_SEND (a WR the kernel's POST_SEND cannot carry, after good
+// ones) posts nothing, so its signaled WRs must not count as kernel work of
+// the CQ: a CQ that DV QPs feed would then ask the kernel (POLL_CQ) at every
+// poll for completions that never come.
+func TestUSB4RefusedBatchIsNoKernelWork(t *testing.T) {
+	e := newUSB4Env(t, "kcmd+dv", 64)
+	// Two SGEs: no DV queue for it, so it posts through kernel commands
+	// to the CQ qpA's DV queue feeds.
+	qp, _, _ := e.newQPWith(t, e.cqA, e.hcqA, QPConfig{Type: QPTypeRC, MaxSendSGE: 2})
+	defer qp.Close()
+	if qp.SendBackend() != BackendKCmd {
+		t.Fatalf("qp backend %q, want %q", qp.SendBackend(), BackendKCmd)
+	}
+	if err := qp.EnableWRex(WRExSupported(BackendKCmd, QPTypeRC, true) | QPExWithLocalInv); err != nil {
+		t.Fatal(err)
+	}
+	writes := e.d.Writes()
+	qp.WRStart()
+	for i := 0; i < 2; i++ {
+		qp.WRBuild(SendWR{WrID: uint64(1 + i), Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: addr(e.bufB), RKey: e.rkeyB})
+		qp.WRSetSGEs([]SGE{e.sgeA(0, 8)})
+	}
+	qp.WRBuild(SendWR{WrID: 3, Opcode: WRLocalInv, Flags: SendSignaled, ImmData: 5})
+	wantErrno(t, qp.WRComplete(), unix.EINVAL, "a batch with a LOCAL_INV on kernel commands")
+	if n := e.d.Writes() - writes; n != 0 {
+		t.Fatalf("%d commands for a refused batch", n)
+	}
+	const polls = 200
+	wc := make([]WC, 16)
+	for i := 0; i < polls; i++ {
+		if n, err := e.cqA.Poll(wc); n != 0 || err != nil {
+			t.Fatalf("poll %d: %d completions, %v: %+v", i, n, err, wc[:n])
+		}
+	}
+	if n := e.d.Writes() - writes; n > polls/256+1 {
+		t.Fatalf("%d POLL_CQ write()s for %d empty polls after a refused batch; the kernel took none of it", n, polls)
+	}
+}
+
 // issue 23: the provider's own DV queue waits for the QP's first post, so a
 // QP nobody posts on through the provider (a GPU producer's) never gets one.
 func TestUSB4DVDeferredToTheFirstPost(t *testing.T) {
 	e := newUSB4Env(t, "kcmd+dv", 64)
-	h, qpn, err := e.d.CreateQP(QPTypeRC, e.hcqA, e.hcqA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, _, err := e.d.CreateQP(QPTypeRC, e.hcqB, e.hcqB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.d.Connect(h, peer)
-	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC, MaxSendWR: 64,
-		MaxSendSGE: 1, MaxRecvSGE: 1, SendCQ: e.cqA, RecvCQ: e.cqA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qp.Close()
+	qp := e.newPeeredQP(t, 64)
 	creates := e.d.CreateQueues()
 	if !qp.DeferDV(0) {
 		t.Fatalf("DeferDV refused: %s", qp.FallbackReason())
@@ -1145,6 +1195,81 @@ func TestUSB4DVDeferredToTheFirstPost(t *testing.T) {
 	if !bytes.Equal(e.bufB[256:272], e.bufA[:16]) {
 		t.Fatal("bytes differ")
 	}
+}
+
+// issue 31 item 10: a fork() child's copy of a QP whose DV queue waits for
+// the first post never attaches one: its CREATE_QUEUE would hand the kernel
+// the child's memory for the parent's QP (the kernel QP is shared through
+// the inherited command fd), and the parent's own first post would then get
+// EBUSY. The child posts through kernel commands, as through the module's C
+// provider; the parent's copy still attaches at its first post.
+func TestUSB4DVForkChildNeverAttaches(t *testing.T) {
+	e := newUSB4Env(t, "kcmd+dv", 64)
+	qp := e.newPeeredQP(t, 64)
+	if !qp.DeferDV(0) {
+		t.Fatalf("DeferDV refused: %s", qp.FallbackReason())
+	}
+	e.d.Fork() // from here on the engine runs in the "child"
+	creates := e.d.CreateQueues()
+	if err := qp.PostSend([]SendWR{{WrID: 7, Opcode: WRRDMAWrite, Flags: SendSignaled, SGEs: []SGE{e.sgeA(0, 16)},
+		RemoteAddr: addr(e.bufB) + 256, RKey: e.rkeyB}}); err != nil {
+		t.Fatalf("the child's post: %v", err)
+	}
+	if n := e.d.CreateQueues() - creates; n != 0 {
+		t.Fatalf("the fork() child's first post issued %d CREATE_QUEUE on the parent's QP, want none", n)
+	}
+	if qp.SendBackend() != BackendKCmd || !strings.Contains(qp.FallbackReason(), "fork") {
+		t.Fatalf("child's QP: backend %q owner %q reason %q, want kernel commands for a fork() child",
+			qp.SendBackend(), qp.DVOwner(), qp.FallbackReason())
+	}
+	if c := pollN(t, e.cqA, 1)[0]; c.WrID != 7 || c.Status != WCSuccess {
+		t.Fatalf("completion %+v", c)
+	}
+}
+
+// issue 31 item 10: the DV queue memory the provider hands the kernel is
+// MADV_DONTFORK (VmFlags "dc"), as rdma-core's providers keep their queue
+// buffers (ibv_dontfork_range): a fork() child gets no copy of pages the
+// kernel reads and writes for the parent.
+func TestUSB4DVQueueMemoryNotInherited(t *testing.T) {
+	e := newUSB4Env(t, "dv", 64)
+	mem := e.d.DVQueueMemory(e.hqpA)
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no smaps: %v", err)
+	}
+	for i, what := range []string{"SQ", "CQ", "doorbell"} {
+		flags, ok := vmFlagsAt(string(smaps), mem[i])
+		if !ok {
+			t.Fatalf("%s at %#x: no mapping in /proc/self/smaps", what, mem[i])
+		}
+		if !strings.Contains(" "+flags+" ", " dc ") {
+			t.Errorf("%s at %#x: VmFlags %q lack dc (MADV_DONTFORK)", what, mem[i], flags)
+		}
+	}
+}
+
+// vmFlagsAt is the VmFlags line of the mapping of smaps that holds addr.
+func vmFlagsAt(smaps string, addr uintptr) (string, bool) {
+	in := false
+	for _, line := range strings.Split(smaps, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if lo, hi, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") {
+			a, err1 := strconv.ParseUint(lo, 16, 64)
+			b, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 == nil && err2 == nil {
+				in = uint64(addr) >= a && uint64(addr) < b
+				continue
+			}
+		}
+		if in && f[0] == "VmFlags:" {
+			return strings.Join(f[1:], " "), true
+		}
+	}
+	return "", false
 }
 
 // issue 23: an application that attached its own DV queue to the QP (the
@@ -1192,21 +1317,7 @@ func TestUSB4DVApplicationQueueIsLeftAlone(t *testing.T) {
 // through DV, nothing through the kernel's send queue.
 func TestUSB4DVDeferredAttachFromEightThreads(t *testing.T) {
 	e := newUSB4Env(t, "kcmd+dv", 256)
-	h, qpn, err := e.d.CreateQP(QPTypeRC, e.hcqA, e.hcqA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, _, err := e.d.CreateQP(QPTypeRC, e.hcqB, e.hcqB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.d.Connect(h, peer)
-	qp, err := NewQP(QPConfig{Sys: e.d.Sys(), CmdFd: 3, Handle: h, QPNum: qpn, Type: QPTypeRC, MaxSendWR: 256,
-		MaxSendSGE: 1, MaxRecvSGE: 1, SendCQ: e.cqA, RecvCQ: e.cqA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer qp.Close()
+	qp := e.newPeeredQP(t, 256)
 	if !qp.DeferDV(0) {
 		t.Fatalf("DeferDV refused: %s", qp.FallbackReason())
 	}

@@ -996,6 +996,16 @@ int dbl_set_dv_poller(struct dbl *d, int on)
 
 /* ---- setup ---- */
 
+static int dbl_getpid(void *ctx)
+{
+	return ((struct dbl *)ctx)->pid;
+}
+
+void dbl_fork(struct dbl *d)
+{
+	d->pid++;
+}
+
 struct dbl *dbl_new(void)
 {
 	struct dbl *d = calloc(1, sizeof(*d));
@@ -1007,6 +1017,8 @@ struct dbl *dbl_new(void)
 	d->sys.ioctl = dbl_ioctl;
 	d->sys.mmap = dbl_mmap;
 	d->sys.munmap = dbl_munmap;
+	d->sys.getpid = dbl_getpid;
+	d->pid = 1000;
 	d->dv_enabled = 1;
 	d->dv_model = DBL_DV_PLEITE;
 	d->dv_caps = USB4V_USB4_RDMA_DV_CAPS_V2;

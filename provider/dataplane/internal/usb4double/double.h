@@ -77,6 +77,7 @@ struct dbl {
 	uint64_t polls_entered;  /* POLL_CQ writes that reached the double */
 	uint64_t polls_done;     /* ... and that it answered */
 	uint64_t kick_errors, post_send_busy;
+	int pid; /* what getpid answers: dbl_fork changes it */
 	/* The kernel's DV poll worker (pleite-gda:kernel/ibdev.c
 	 * tbv_dv_poll_thread): a thread that drains every DV queue up to its
 	 * producer sq_tail, so posts need no KICK. */
@@ -106,6 +107,9 @@ void dbl_spoil_dv_cq_tail(struct dbl *d, uint32_t qp, uint32_t ahead);
  * same ioctl the provider uses. 0 or the ioctl's negative errno; *gen gets
  * the queue's generation. */
 int dbl_app_create_queue(struct dbl *d, uint32_t qp, uint32_t *gen);
+/* What the engine sees after a fork(): another process id (the double's
+ * memory stands for the child's copy of everything). */
+void dbl_fork(struct dbl *d);
 /* Starts (on) or stops the DV poll worker; 0 or a positive errno. */
 int dbl_set_dv_poller(struct dbl *d, int on);
 #endif

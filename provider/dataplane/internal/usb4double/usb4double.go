@@ -159,6 +159,20 @@ func (d *Double) AppCreateQueue(qp uint32) (uint32, error) {
 	return uint32(gen), nil
 }
 
+// Fork makes the double answer getpid as a fork() child would (another
+// process id); its memory stands for the child's copy of everything.
+func (d *Double) Fork() { C.dbl_fork(d.d) }
+
+// DVQueueMemory is the SQ, CQ and doorbell addresses of the QP's DV queue as
+// CREATE_QUEUE gave them (zeros: none).
+func (d *Double) DVQueueMemory(qp uint32) [3]uintptr {
+	q := &d.d.qp[qp]
+	if q.dv == 0 {
+		return [3]uintptr{}
+	}
+	return [3]uintptr{uintptr(unsafe.Pointer(q.sq)), uintptr(unsafe.Pointer(q.dcq)), uintptr(unsafe.Pointer(q.db))}
+}
+
 // DestroyQueues counts DESTROY_QUEUE calls, failed ones included.
 func (d *Double) DestroyQueues() uint64 { return uint64(d.d.destroy_queues) }
 

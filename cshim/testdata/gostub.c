@@ -315,7 +315,7 @@ int usb4goDestroyQP(uintptr_t qp, struct usb4_event_counts *ev)
 // attach_mcast/detach_mcast: logs what reached "the kernel" and answers as
 // ib_attach_mcast would (EINVAL for a GID that is not multicast), or as a
 // device without multicast with USB4_STUB_MCAST_REFUSE (EOPNOTSUPP).
-int usb4goMcast(uintptr_t qp, int attach, const uint8_t *gid, uint16_t lid)
+int usb4goMcast(uintptr_t qp, int attach, uint8_t *gid, uint16_t lid)
 {
 	const struct stub_obj *o = (const struct stub_obj *)qp;
 	if (!o || o->kind != 1)

@@ -68,4 +68,13 @@ func TestGeneratedLayouts(t *testing.T) {
 			t.Errorf("%s.%s = %d (present %v), want %d", s.layout, s.op, got, ok, s.index)
 		}
 	}
+	// Ops the front installs whatever the layout (objects.c sets them by
+	// name; a layout without one would silently leave libibverbs' dummy).
+	for name := range wantSlots {
+		for _, op := range []string{"attach_mcast", "detach_mcast", "create_qp", "modify_qp"} {
+			if i, ok := tables[name][op]; !ok || i < 0 {
+				t.Errorf("%s has no slot for %s", name, op)
+			}
+		}
+	}
 }

@@ -481,6 +481,36 @@ static int usb4_query_qp(void *ibv_qp, void *attr, int mask, void *init)
 	return 0;
 }
 
+// attach_mcast/detach_mcast: the kernel's ATTACH_MCAST/DETACH_MCAST
+// through the Go part (a UD QP and a multicast GID are the kernel's checks,
+// as through rdma-core's ibv_cmd_attach_mcast); librdmacm calls them when a
+// multicast join completes and turns a failure into
+// RDMA_CM_EVENT_MULTICAST_ERROR.
+static int qp_mcast(void *ibv_qp, const void *gid, uint16_t lid, int attach)
+{
+	struct usb4_qp *qp = ibv_qp;
+	if (!gid)
+		return usb4_errno(EINVAL);
+	if (usb4_in_fork_child(USB4_CTX_OF(ibv_qp), attach ? "attach_mcast" : "detach_mcast"))
+		return usb4_errno(ENOSYS);
+	uint8_t mgid[16];
+	memcpy(mgid, gid, sizeof(mgid));
+	int err = qp_adopt(qp);
+	if (!err)
+		err = USB4_GO(Mcast, qp->go, attach, mgid, lid);
+	return usb4_errno(err);
+}
+
+static int usb4_attach_mcast(void *ibv_qp, const void *gid, uint16_t lid)
+{
+	return qp_mcast(ibv_qp, gid, lid, 1);
+}
+
+static int usb4_detach_mcast(void *ibv_qp, const void *gid, uint16_t lid)
+{
+	return qp_mcast(ibv_qp, gid, lid, 0);
+}
+
 static int usb4_destroy_qp(void *ibv_qp)
 {
 	struct usb4_qp *qp = ibv_qp;
@@ -681,6 +711,8 @@ void usb4_install_object_ops(void **buf, size_t n)
 	usb4_set_slot(buf, n, USB4_OP_modify_qp, (void *)usb4_modify_qp);
 	usb4_set_slot(buf, n, USB4_OP_query_qp, (void *)usb4_query_qp);
 	usb4_set_slot(buf, n, USB4_OP_destroy_qp, (void *)usb4_destroy_qp);
+	usb4_set_slot(buf, n, USB4_OP_attach_mcast, (void *)usb4_attach_mcast);
+	usb4_set_slot(buf, n, USB4_OP_detach_mcast, (void *)usb4_detach_mcast);
 	usb4_set_slot(buf, n, USB4_OP_post_send, (void *)usb4_post_send);
 	usb4_set_slot(buf, n, USB4_OP_post_recv, (void *)usb4_post_recv);
 	usb4_set_slot(buf, n, USB4_OP_create_srq, (void *)usb4_create_srq);

@@ -443,7 +443,7 @@ struct usb4_open_info {
 // Bump USB4_GO_API_VERSION whenever an entry below or a struct it takes
 // changes: a front and a Go part from different builds then refuse each
 // other (usb4goStart) instead of misreading arguments.
-#define USB4_GO_API_VERSION 6
+#define USB4_GO_API_VERSION 7
 // The layout both libraries were built with: the hash of the C headers they
 // share (cshim/*.h, provider/dataplane/*.h, uapi/c/*.h), which
 // scripts/cgo-headers.sh computes at build time and scripts/build-provider.sh
@@ -458,7 +458,7 @@ struct usb4_open_info {
 // What the Go part takes over from the front at start (settings.c).
 // Version 3 added dv_send, version 4 usb4goAdoptObject and engine, version 5
 // the removal record's entries in engine (provider/dataplane/engine_api.h),
-// version 6 the layout hash.
+// version 6 the layout hash, version 7 usb4goMcast.
 struct usb4_go_config {
 	bool force_kernel_commands;
 	bool dv_send;
@@ -496,6 +496,10 @@ int usb4goModifyQP(uintptr_t qp, struct usb4_ibv_qp_attr *attr, int mask);
 int usb4goQueryQP(uintptr_t qp, int mask, struct usb4_ibv_qp_attr *attr, struct usb4_ibv_qp_cap *init_cap,
 		  int32_t *sq_sig_all);
 int usb4goDestroyQP(uintptr_t qp, struct usb4_event_counts *ev);
+// ATTACH_MCAST (attach 1) or DETACH_MCAST (attach 0) of the QP to the
+// multicast group gid (16 bytes, MGID; read only: cgo exports no const) with
+// MLID lid; the kernel's errno.
+int usb4goMcast(uintptr_t qp, int attach, uint8_t *gid, uint16_t lid);
 int usb4goCreateSRQ(uintptr_t pd, uint64_t user_handle, struct usb4_ibv_srq_attr *attr, struct usb4_obj_info *out);
 int usb4goModifySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr, int mask);
 int usb4goQuerySRQ(uintptr_t srq, struct usb4_ibv_srq_attr *attr);
@@ -550,6 +554,7 @@ int usb4goAdoptObject(uintptr_t ctx, int kind, struct usb4_adopt_req *req, uintp
 	X(ModifyQP, usb4goModifyQP)                                                                          \
 	X(QueryQP, usb4goQueryQP)                                                                            \
 	X(DestroyQP, usb4goDestroyQP)                                                                        \
+	X(Mcast, usb4goMcast)                                                                                \
 	X(CreateSRQ, usb4goCreateSRQ)                                                                        \
 	X(ModifySRQ, usb4goModifySRQ)                                                                        \
 	X(QuerySRQ, usb4goQuerySRQ)                                                                          \

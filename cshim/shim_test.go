@@ -535,7 +535,7 @@ func TestDmabufMROp(t *testing.T) {
 func TestFailingOpsSetErrno(t *testing.T) {
 	a := newAsanProgram(t, "errnos")
 	_, r := a.run(t, "", stubObjects, "usb4_rdma7")
-	expectLines(t, "", r, []string{
+	expectLines(t, "", r, append([]string{
 		"query_device EOPNOTSUPP errno EOPNOTSUPP",
 		"query_port EOPNOTSUPP errno EOPNOTSUPP",
 		"modify_qp EBADF errno EBADF",
@@ -545,13 +545,47 @@ func TestFailingOpsSetErrno(t *testing.T) {
 		"destroy_qp EIO errno EIO",
 		"destroy_srq EIO errno EIO",
 		"destroy_cq EIO errno EIO",
-		"destroy_qp 0 errno 0",
-		"req_notify_cq_destroyed EINVAL errno EINVAL",
-		"destroy_srq 0 errno 0",
-		"destroy_cq 0 errno 0",
-		"dealloc_pd 0 errno 0",
-		"close 0 errno 0",
-	})
+	}, errnosTeardown...))
+}
+
+// errnosTeardown is how testdata/errnos.c ends in every mode: the objects
+// destroyed for good, the quarantined CQ refused, the context closed.
+var errnosTeardown = []string{
+	"destroy_qp 0 errno 0",
+	"req_notify_cq_destroyed EINVAL errno EINVAL",
+	"destroy_srq 0 errno 0",
+	"destroy_cq 0 errno 0",
+	"dealloc_pd 0 errno 0",
+	"close 0 errno 0",
+}
+
+// TestMcastOps (issue 31 item 13) runs testdata/errnos.c's mcast mode
+// against the C parts under AddressSanitizer (gostub.c for Go):
+// ibv_attach_mcast and ibv_detach_mcast reach our ops and the Go part with
+// the QP, the MGID and the MLID, and return the kernel's answer with errno
+// set: 0, EINVAL for a GID that is not multicast, EOPNOTSUPP from a device
+// without multicast (the usb4 module). Before the ops were in the table,
+// libibverbs' dummy answered EOPNOTSUPP to everything and librdmacm turned a
+// multicast join into RDMA_CM_EVENT_MULTICAST_ERROR.
+func TestMcastOps(t *testing.T) {
+	a := newAsanProgram(t, "errnos")
+	_, r := a.run(t, "", stubObjects, "usb4_rdma7", "mcast")
+	expectLines(t, "", r, append([]string{
+		"attach_mcast 0 errno 0",
+		"attach_mcast_unicast_gid EINVAL errno EINVAL",
+		"detach_mcast 0 errno 0",
+		"detach_mcast_unicast_gid EINVAL errno EINVAL",
+		"attach_mcast_refused EOPNOTSUPP errno EOPNOTSUPP",
+	}, errnosTeardown...))
+	for _, l := range []string{
+		"stub: attach_mcast qp gid ff0e..ef010203 lid 0xc001",
+		"stub: attach_mcast qp gid fe80..00000001 lid 0",
+		"stub: detach_mcast qp gid ff0e..ef010203 lid 0xc001",
+	} {
+		if !strings.Contains(r.stderr, l+"\n") {
+			t.Errorf("the Go part did not get %q; stderr:\n%s", l, r.stderr)
+		}
+	}
 }
 
 // TestDestroyWaitsForAcknowledgedEvents runs testdata/events.c against the

@@ -251,6 +251,39 @@ func (qp *QP) Modify(attr *QPAttr, mask uint32) error {
 	return nil
 }
 
+// AttachMcast attaches the QP to the multicast group gid (MGID) with
+// multicast LID lid (ATTACH_MCAST write command; the kernel has no ioctl
+// method for it). The kernel checks the rest: a UD QP, a multicast GID, a
+// valid LID; a device without multicast (every usb4 module tree) answers
+// EOPNOTSUPP, reported as ErrNotSupported. Attaching a QP to a group it
+// already joined succeeds (the kernel keeps one entry).
+func (qp *QP) AttachMcast(gid GID, lid uint16) error {
+	req := uapi.IbUverbsAttachMcast{Gid: gid, Mlid: lid}
+	return qp.mcast("attach mcast", uapi.IB_USER_VERBS_CMD_ATTACH_MCAST, bytesOf(&req), &req.QpHandle)
+}
+
+// DetachMcast detaches the QP from the multicast group gid with LID lid
+// (DETACH_MCAST write command); a group the QP never joined is the
+// kernel's EINVAL.
+func (qp *QP) DetachMcast(gid GID, lid uint16) error {
+	req := uapi.IbUverbsDetachMcast{Gid: gid, Mlid: lid}
+	return qp.mcast("detach mcast", uapi.IB_USER_VERBS_CMD_DETACH_MCAST, bytesOf(&req), &req.QpHandle)
+}
+
+// mcast issues an ATTACH_MCAST or DETACH_MCAST request (in, whose QP handle
+// field is handle) for the QP under the context lock.
+func (qp *QP) mcast(verb string, cmd uint32, in []byte, handle *uint32) error {
+	if err := qp.lock(verb); err != nil {
+		return err
+	}
+	defer qp.pd.ctx.mu.Unlock()
+	*handle = qp.handle
+	if err := qp.pd.ctx.cmd.execWrite(&writeCmd{cmd: cmd, in: in}); err != nil {
+		return verbError(verb, err)
+	}
+	return nil
+}
+
 // Query returns the QP's current attributes (those selected by mask; the
 // kernel may fill more) and its creation attributes (QUERY_QP command).
 func (qp *QP) Query(mask uint32) (QPAttr, QPInitAttr, error) {

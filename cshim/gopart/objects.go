@@ -484,6 +484,30 @@ func usb4goQueryQP(h C.uintptr_t, mask C.int, attr *C.struct_usb4_ibv_qp_attr, i
 	return 0
 }
 
+// usb4goMcast attaches the QP to the multicast group gid (16 bytes) with
+// MLID lid, or detaches it (attach 0): the kernel's ATTACH_MCAST/DETACH_MCAST,
+// whose errno comes back as it is (a device without multicast, as the usb4
+// module, answers EOPNOTSUPP).
+//
+//export usb4goMcast
+func usb4goMcast(h C.uintptr_t, attach C.int, gid *C.uint8_t, lid C.uint16_t) (rc C.int) {
+	verb := "attach_mcast"
+	if attach == 0 {
+		verb = "detach_mcast"
+	}
+	defer contain(verb, &rc)
+	forcedPanic(verb)
+	e, ok := lookup[*qpEntry](h)
+	if !ok {
+		return C.int(unix.EBADF)
+	}
+	g := provider.GID(*(*[16]byte)(unsafe.Pointer(gid)))
+	if attach == 0 {
+		return errnoOf(e.qp.DetachMcast(g, uint16(lid)))
+	}
+	return errnoOf(e.qp.AttachMcast(g, uint16(lid)))
+}
+
 // usb4goDestroyQP destroys the QP and reports the kernel's async event
 // count; objects.c waits for the application to acknowledge as many.
 //

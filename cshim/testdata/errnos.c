@@ -7,6 +7,7 @@
 // errno <errno>", errno cleared before each call.
 //
 //   errnos DEVICE
+//   errnos DEVICE mcast   attach_mcast/detach_mcast on a QP (issue 31 item 13)
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -52,17 +53,31 @@ int main(int argc, char **argv)
 	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_INIT};
 	struct ibv_qp_init_attr qia;
 	struct ibv_srq_attr sa = {.max_wr = 8};
-	CHECK("query_device", ibv_query_device(o.ctx, &da));
-	CHECK("query_port", ibv_query_port(o.ctx, 1, &pa));
-	CHECK("modify_qp", ibv_modify_qp(o.qp, &qa, IBV_QP_STATE));
-	CHECK("query_qp", ibv_query_qp(o.qp, &qa, IBV_QP_STATE, &qia));
-	CHECK("modify_srq", ibv_modify_srq(o.srq, &sa, IBV_SRQ_MAX_WR));
-	CHECK("query_srq", ibv_query_srq(o.srq, &sa));
-	setenv("USB4_STUB_DESTROY_EIO", "1", 1); // a disassociated device
-	CHECK("destroy_qp", ibv_destroy_qp(o.qp));
-	CHECK("destroy_srq", ibv_destroy_srq(o.srq));
-	CHECK("destroy_cq", ibv_destroy_cq(o.cq));
-	unsetenv("USB4_STUB_DESTROY_EIO");
+	if (argc > 2 && strcmp(argv[2], "mcast") == 0) {
+		// The stub plays the kernel: it logs what reached it and, as
+		// ib_attach_mcast does, refuses a GID that is not multicast.
+		union ibv_gid mgid = {.raw = {0xff, 0x0e, [10] = 0xff, [11] = 0xff, [12] = 239, 1, 2, 3}};
+		union ibv_gid ucast = {.raw = {0xfe, 0x80, [15] = 1}};
+		CHECK("attach_mcast", ibv_attach_mcast(o.qp, &mgid, 0xc001));
+		CHECK("attach_mcast_unicast_gid", ibv_attach_mcast(o.qp, &ucast, 0));
+		CHECK("detach_mcast", ibv_detach_mcast(o.qp, &mgid, 0xc001));
+		CHECK("detach_mcast_unicast_gid", ibv_detach_mcast(o.qp, &ucast, 0));
+		setenv("USB4_STUB_MCAST_REFUSE", "1", 1); // a device without multicast (usb4)
+		CHECK("attach_mcast_refused", ibv_attach_mcast(o.qp, &mgid, 0xc001));
+		unsetenv("USB4_STUB_MCAST_REFUSE");
+	} else {
+		CHECK("query_device", ibv_query_device(o.ctx, &da));
+		CHECK("query_port", ibv_query_port(o.ctx, 1, &pa));
+		CHECK("modify_qp", ibv_modify_qp(o.qp, &qa, IBV_QP_STATE));
+		CHECK("query_qp", ibv_query_qp(o.qp, &qa, IBV_QP_STATE, &qia));
+		CHECK("modify_srq", ibv_modify_srq(o.srq, &sa, IBV_SRQ_MAX_WR));
+		CHECK("query_srq", ibv_query_srq(o.srq, &sa));
+		setenv("USB4_STUB_DESTROY_EIO", "1", 1); // a disassociated device
+		CHECK("destroy_qp", ibv_destroy_qp(o.qp));
+		CHECK("destroy_srq", ibv_destroy_srq(o.srq));
+		CHECK("destroy_cq", ibv_destroy_cq(o.cq));
+		unsetenv("USB4_STUB_DESTROY_EIO");
+	}
 	CHECK("destroy_qp", ibv_destroy_qp(o.qp));
 	CHECK("req_notify_cq_destroyed", ibv_req_notify_cq(o.cq, 0)); // quarantined CQ: EINVAL
 	CHECK("destroy_srq", ibv_destroy_srq(o.srq));

@@ -316,6 +316,21 @@ int usb4goDestroyQP(uintptr_t qp, struct usb4_event_counts *ev)
 	return stub_destroy(qp, ev, false);
 }
 
+// attach_mcast/detach_mcast: logs what reached "the kernel" and answers as
+// ib_attach_mcast would (EINVAL for a GID that is not multicast), or as a
+// device without multicast with USB4_STUB_MCAST_REFUSE (EOPNOTSUPP).
+int usb4goMcast(uintptr_t qp, int attach, uint8_t *gid, uint16_t lid)
+{
+	const struct stub_obj *o = (const struct stub_obj *)qp;
+	if (!o || o->kind != 1)
+		return EBADF;
+	fprintf(stderr, "stub: %s_mcast qp gid %02x%02x..%02x%02x%02x%02x lid %#x\n", attach ? "attach" : "detach",
+		gid[0], gid[1], gid[12], gid[13], gid[14], gid[15], (unsigned)lid);
+	if (getenv("USB4_STUB_MCAST_REFUSE"))
+		return EOPNOTSUPP;
+	return gid[0] == 0xff ? 0 : EINVAL;
+}
+
 int usb4goCreateSRQ(uintptr_t pd, uint64_t user_handle, struct usb4_ibv_srq_attr *attr, struct usb4_obj_info *out)
 {
 	(void)pd, (void)user_handle, (void)attr;

@@ -86,28 +86,39 @@ static bool is_handler(const struct sigaction *sa)
 	return fn != (void *)SIG_DFL && fn != (void *)SIG_IGN;
 }
 
-static bool same_handler(const struct sigaction *a, const struct sigaction *b)
+// same_action: the whole disposition, handler, flags and mask (the kernel
+// fills only the first 64 bits of a sigset_t: compared signal by signal).
+static bool same_action(const struct sigaction *a, const struct sigaction *b)
 {
-	return a->sa_handler == b->sa_handler && (a->sa_flags & SA_SIGINFO) == (b->sa_flags & SA_SIGINFO);
+	if (a->sa_handler != b->sa_handler || a->sa_flags != b->sa_flags)
+		return false;
+	for (int s = 1; s < NSIG; s++)
+		if (sigismember(&a->sa_mask, s) != sigismember(&b->sa_mask, s))
+			return false;
+	return true;
 }
 
 // add_onstack gives an application handler of the signals the runtime
 // never lets its threads block the SA_ONSTACK it lacks. The read and the
-// write are two system calls: if the application replaced the handler in
-// between, its new one is put back (with SA_ONSTACK if it lacks it).
+// write are two system calls: the write returns what it replaced, and when
+// that is not what was read, the application wrote in between (any part of
+// the action: handler, sa_mask, SA_RESTART...), so its write is put back
+// (with SA_ONSTACK for a handler), again until what a write replaced is
+// the provider's own previous write.
 static void add_onstack(void)
 {
 	for (size_t i = 0; i < sizeof(onstack_sigs) / sizeof(onstack_sigs[0]); i++) {
-		struct sigaction sa, old;
-		if (sigaction(onstack_sigs[i].sig, NULL, &sa) != 0 || !is_handler(&sa) || (sa.sa_flags & SA_ONSTACK))
+		int sig = onstack_sigs[i].sig;
+		struct sigaction seen, want, old;
+		if (sigaction(sig, NULL, &seen) != 0 || !is_handler(&seen) || (seen.sa_flags & SA_ONSTACK))
 			continue;
-		sa.sa_flags |= SA_ONSTACK;
-		if (sigaction(onstack_sigs[i].sig, &sa, &old) != 0)
-			continue;
-		if (!same_handler(&sa, &old)) {
-			if (is_handler(&old))
-				old.sa_flags |= SA_ONSTACK;
-			sigaction(onstack_sigs[i].sig, &old, NULL);
+		want = seen;
+		want.sa_flags |= SA_ONSTACK;
+		for (int tries = 0; tries < 8 && sigaction(sig, &want, &old) == 0 && !same_action(&old, &seen); tries++) {
+			seen = want;
+			want = old;
+			if (is_handler(&want))
+				want.sa_flags |= SA_ONSTACK;
 		}
 		unsigned bit = 1u << i;
 		if (!(atomic_fetch_or(&onstack_logged, bit) & bit))

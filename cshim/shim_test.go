@@ -1203,6 +1203,19 @@ func TestGoPartSignalWindows(t *testing.T) {
 			}
 		}
 	})
+	// Issue 31 item 5: the check reads a handler and writes it back with
+	// SA_ONSTACK; an application's write in between (another sa_mask, or
+	// SA_RESTART, SA_NOCLDSTOP, the handler the same) must not be undone.
+	t.Run("SA_ONSTACK keeps the application's write", func(t *testing.T) {
+		out := run(t, "onstack-race")
+		m := regexp.MustCompile(`race writes (\d+) reverted (\d+)\n`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no result line")
+		}
+		if m[2] != "0" {
+			t.Errorf("after %s writes, the provider's SA_ONSTACK check put back the application's previous SIGCHLD action", m[1])
+		}
+	})
 }
 
 // goFatal matches what the Go runtime prints when it aborts the process.

@@ -49,6 +49,14 @@
 //                          loads, installs URG, CHLD and PROF handlers
 //                          without SA_ONSTACK, makes one more open of ours
 //                          at once, prints "onstack <SIG> <y|n>" for each
+//   signals onstack-race   issue 31 item 5: loads; 2 threads open our devices
+//                          while this one rewrites its SIGCHLD handler (one
+//                          function, no SA_ONSTACK) alternating sa_mask,
+//                          SA_RESTART and SA_NOCLDSTOP, and reads it back
+//                          after each write (again 20 ms later when it
+//                          differs: the provider may be between its writes):
+//                          the provider may add SA_ONSTACK but nothing else.
+//                          Prints "race writes <n> reverted <r>"
 // <d> is "dfl", "ign" or "handler <object>", the object the handler is in.
 // Declares the few libibverbs functions it uses (needs libibverbs1 only).
 #define _GNU_SOURCE
@@ -439,6 +447,85 @@ static __attribute__((noinline)) int onstack_next_call(void)
 	return 0;
 }
 
+struct race {
+	struct ibv_device **list;
+	int n;
+	atomic_bool stop;
+};
+
+static void *race_opener(void *arg)
+{
+	struct race *r = arg;
+	char got[48];
+	while (!atomic_load(&r->stop))
+		for (int i = 0; i < r->n; i++)
+			open_result(r->list[i], got, sizeof(got));
+	return NULL;
+}
+
+// race_action: the k-th SIGCHLD disposition the application writes.
+static struct sigaction race_action(unsigned k)
+{
+	struct sigaction sa = {.sa_sigaction = on_storm, .sa_flags = SA_SIGINFO};
+	sigemptyset(&sa.sa_mask);
+	if (k % 2) {
+		sa.sa_flags |= SA_RESTART | SA_NOCLDSTOP;
+		sigaddset(&sa.sa_mask, SIGUSR1);
+	} else
+		sigaddset(&sa.sa_mask, SIGUSR2);
+	return sa;
+}
+
+// same_but_onstack: whether got is want, but for an SA_ONSTACK added.
+static bool same_but_onstack(const struct sigaction *got, const struct sigaction *want)
+{
+	int mask = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP | SA_NODEFER | SA_RESETHAND;
+	if ((void *)got->sa_sigaction != (void *)want->sa_sigaction || (got->sa_flags & mask) != (want->sa_flags & mask))
+		return false;
+	for (int s = 1; s < SIGRTMIN; s++)
+		if (sigismember(&got->sa_mask, s) != sigismember(&want->sa_mask, s))
+			return false;
+	return true;
+}
+
+static __attribute__((noinline)) int onstack_race(void)
+{
+	static struct race r;
+	int n = 0;
+	struct ibv_device **list = load_go_part(&n);
+	r.list = calloc((size_t)n + 1, sizeof(*r.list));
+	for (int i = 0; i < n; i++)
+		if (ours(list[i]))
+			r.list[r.n++] = list[i];
+	pthread_t t[2];
+	for (int w = 0; w < 2; w++)
+		pthread_create(&t[w], NULL, race_opener, &r);
+	long reverted = 0;
+	unsigned k;
+	for (k = 0; k < 200000 && reverted == 0; k++) {
+		struct sigaction want = race_action(k), got;
+		sigaction(SIGCHLD, &want, NULL);
+		for (int j = 0; j < 4; j++) {
+			sigaction(SIGCHLD, NULL, &got);
+			if (same_but_onstack(&got, &want))
+				continue;
+			// The provider's check may be between its writes (what it
+			// replaced was not what it read): it settles at once.
+			struct timespec ts = {0, 20000000};
+			nanosleep(&ts, NULL);
+			sigaction(SIGCHLD, NULL, &got);
+			if (!same_but_onstack(&got, &want))
+				reverted++;
+			break;
+		}
+	}
+	atomic_store(&r.stop, true);
+	for (int w = 0; w < 2; w++)
+		pthread_join(t[w], NULL);
+	printf("race writes %u reverted %ld\n", k, reverted);
+	return 0;
+}
+
 static void *other_thread_open(void *arg)
 {
 	char got[48];
@@ -556,11 +643,14 @@ int main(int argc, char **argv)
 		return runtime_masks();
 	if (strcmp(mode, "onstack-next-call") == 0)
 		return onstack_next_call();
+	if (strcmp(mode, "onstack-race") == 0)
+		return onstack_race();
 	if (strcmp(mode, "storm") == 0)
 		return storm(argc, argv, false);
 	if (strcmp(mode, "jump") == 0)
 		return storm(argc, argv, true);
 	fprintf(stderr, "usage: signals dispositions|pipe-exec|segv-after|urg|runtime-masks|onstack-next-call|"
+			"onstack-race|"
 			"storm WHEN SIGS...|jump\n");
 	return 2;
 }

@@ -152,6 +152,11 @@ int usb4_go_enter(struct usb4_go_saved *saved, const char *entry)
 	return 0;
 }
 
+bool usb4_go_inside(void)
+{
+	return in_go;
+}
+
 void usb4_go_leave(const struct usb4_go_saved *saved)
 {
 	in_go = false;

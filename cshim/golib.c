@@ -54,7 +54,9 @@
 // synchronous ones, SIGPIPE and its preemption signal SIGURG); the others
 // are listed so that a runtime which takes more is still undone in a child.
 static const int go_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGPIPE, SIGURG};
-enum { N_GO_SIGNALS = sizeof(go_signals) / sizeof(go_signals[0]) };
+enum { N_GO_SIGNALS = sizeof(go_signals) / sizeof(go_signals[0]), N_FAULT_SIGNALS = 6 };
+static const char *const go_signal_names[] = {"SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS"};
+_Static_assert(sizeof(go_signal_names) / sizeof(go_signal_names[0]) == N_FAULT_SIGNALS, "the faults lead go_signals");
 
 enum image_state {
 	IMAGE_NONE,    // nothing loaded in this image
@@ -196,11 +198,63 @@ static void put_back(int sig, struct sigaction sa)
 	sigaction(sig, &sa, NULL);
 }
 
-// keep_signals records every Go signal's disposition before the dlopen.
+static bool is_handler(const struct sigaction *sa)
+{
+	void *fn = (sa->sa_flags & SA_SIGINFO) ? (void *)sa->sa_sigaction : (void *)sa->sa_handler;
+	return fn != (void *)SIG_DFL && fn != (void *)SIG_IGN;
+}
+
+// fault_to_application is what the runtime forwards a fault outside Go code
+// to (issue 31 item 3) where the application had a handler before the load:
+// go:src/runtime/signal_unix.go initsig keeps the handler it replaces and
+// sigfwdgo calls it. A fault outside the Go part goes on to the
+// application's handler, as before. A fault in C that a call into the Go
+// part made (the engine: a join under the record's lock, a post under the
+// QP's) is not handed on: a handler that siglongjmps out would leave every
+// lock the call holds, Go's and the engine's, held for good (the process
+// then hangs at the next verb), and strand its goroutine inside a cgo call.
+// The process dies by the signal instead, as it does without a handler.
+static void fault_to_application(int sig, siginfo_t *info, void *uctx)
+{
+	for (int i = 0; i < N_FAULT_SIGNALS; i++) {
+		if (go_signals[i] != sig)
+			continue;
+		const struct sigaction *app = &image.pre[i];
+		if (!usb4_go_inside() && is_handler(app)) {
+			app->sa_sigaction(sig, info, uctx); // as sigfwdgo does, for either kind
+			return;
+		}
+		if (usb4_go_inside()) {
+			static const char a[] = USB4_LOG_PREFIX, b[] = " inside a call into the Go part: not handed to the "
+								     "application's handler (a jump out of it would leave "
+								     "the provider's locks held); the process dies by the "
+								     "signal\n";
+			ssize_t r = write(STDERR_FILENO, a, sizeof(a) - 1);
+			r = write(STDERR_FILENO, go_signal_names[i], strlen(go_signal_names[i]));
+			r = write(STDERR_FILENO, b, sizeof(b) - 1);
+			(void)r;
+		}
+	}
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, NULL);
+	raise(sig); // delivered on return, or the fault recurs first
+}
+
+// keep_signals records every Go signal's disposition before the dlopen, and
+// for a fault the application handles installs fault_to_application, for
+// the runtime to find and forward to.
 static void keep_signals(void)
 {
-	for (int i = 0; i < N_GO_SIGNALS; i++)
+	for (int i = 0; i < N_GO_SIGNALS; i++) {
 		sigaction(go_signals[i], NULL, &image.pre[i]);
+		if (i < N_FAULT_SIGNALS && is_handler(&image.pre[i])) {
+			struct sigaction sa = image.pre[i];
+			sa.sa_sigaction = fault_to_application;
+			sa.sa_flags |= SA_SIGINFO | SA_ONSTACK;
+			sigaction(go_signals[i], &sa, NULL);
+		}
+	}
 }
 
 // restore_signals records what the runtime installed (for a fork() child to
@@ -210,6 +264,10 @@ static void restore_signals(void)
 {
 	for (int i = 0; i < N_GO_SIGNALS; i++) {
 		sigaction(go_signals[i], NULL, &image.post[i]);
+		if (image.post[i].sa_sigaction == fault_to_application) { // the runtime kept it: the application's again
+			sigaction(go_signals[i], &image.pre[i], NULL);
+			image.post[i] = image.pre[i];
+		}
 		if ((go_signals[i] == SIGPIPE || go_signals[i] == SIGURG) && set_by_application(&image.pre[i]))
 			put_back(go_signals[i], image.pre[i]);
 	}

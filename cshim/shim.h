@@ -586,6 +586,9 @@ void usb4_go_leave(const struct usb4_go_saved *saved);
 // load of the Go part runs under it); usb4_go_restore_signals undoes it.
 void usb4_go_block_signals(struct usb4_go_saved *saved);
 void usb4_go_restore_signals(const struct usb4_go_saved *saved);
+// Whether this thread is inside a call into the Go part (async-signal-safe:
+// golib.c's fault handler asks).
+bool usb4_go_inside(void);
 #define USB4_GO(member, ...)                                                                                 \
 	__extension__({                                                                                      \
 		struct usb4_go_saved usb4_go_saved_;                                                                     \

@@ -1300,21 +1300,15 @@ func TestSignalStorm(t *testing.T) {
 }
 
 // TestLongjmpOutOfGoRefused (issue 22): a thread that left the Go part by a
-// siglongjmp (here: the application's SIGSEGV handler, to which Go forwards
-// a fault in C code it called) must not enter Go again: its next control
+// siglongjmp (here: the application's SIGSEGV handler, installed after the
+// load in place of Go's, for a fault in C code Go called; one installed
+// before it is not handed such a fault: TestFaultInsideVerbUnderLock)
+// must not enter Go again: its next control
 // verb fails with ENOTRECOVERABLE and one line, and the process carries on
 // (another thread's open gives its usual result).
 func TestLongjmpOutOfGoRefused(t *testing.T) {
 	h := setupHost(t)
-	dir := t.TempDir()
-	build := filepath.Join(dir, "build")
-	if out, err := exec.Command("../scripts/build-provider.sh", build, "-tags", "usb4panictest").CombinedOutput(); err != nil {
-		t.Fatalf("build provider with the test hooks: %v\n%s", err, out)
-	}
-	shim, err := installAs(filepath.Join(build, "libusb4_rdma.so"), dir, "usb4_rdma")
-	if err != nil {
-		t.Fatal(err)
-	}
+	shim := panicTestShim(t)
 	prog := filepath.Join(h.dir, "signals-segv-jump")
 	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
 		t.Fatal(err)
@@ -1322,7 +1316,7 @@ func TestLongjmpOutOfGoRefused(t *testing.T) {
 	sys := filepath.Join(t.TempDir(), "sys")
 	writeSysfs(t, sys, hostDevices)
 	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent",
-		"USB4VERBS_TEST_PANIC=open_context:cfault"}
+		"USB4VERBS_TEST_PANIC=open_context:cfault_second"}
 	r := runInNamespace(t, env, len(hostDevices), "timeout", "120", prog, "segv-jump")
 	out := r.stdout + r.stderr
 	if m := goFatal.FindString(out); m != "" || r.err != nil {
@@ -1338,6 +1332,55 @@ func TestLongjmpOutOfGoRefused(t *testing.T) {
 	line := "libusb4_rdma: OpenContext: refused (ENOTRECOVERABLE): an earlier call of this thread into the Go part never returned"
 	if c := strings.Count(r.stderr, line); c != 1 {
 		t.Errorf("%d refusal lines, want 1; stderr:\n%s", c, r.stderr)
+	}
+}
+
+// panicTestShim builds both files with the Go part's test hooks
+// (-tags usb4panictest) and returns the RDMAV_DRIVERS entry.
+func panicTestShim(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	build := filepath.Join(dir, "build")
+	if out, err := exec.Command("../scripts/build-provider.sh", build, "-tags", "usb4panictest").CombinedOutput(); err != nil {
+		t.Fatalf("build provider with the test hooks: %v\n%s", err, out)
+	}
+	shim, err := installAs(filepath.Join(build, "libusb4_rdma.so"), dir, "usb4_rdma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shim
+}
+
+// TestFaultInsideVerbUnderLock (issue 31 item 3): a fault inside a verb
+// while it holds a lock (the test hook holds the handle table's, as a
+// fault in usb4v_cq_join holds the record's), on a thread whose SIGSEGV
+// handler (installed before the load, so Go forwards faults in C to it)
+// siglongjmps out and then pthread_exits. The process must not hang: the
+// lock stays held for good after such a jump, and another thread's next
+// verb waits for it. The provider refuses the jump instead: one line, and
+// the process dies by the signal, as without a handler.
+func TestFaultInsideVerbUnderLock(t *testing.T) {
+	h := setupHost(t)
+	shim := panicTestShim(t)
+	prog := filepath.Join(h.dir, "signals-segv-jump-exit")
+	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
+		t.Fatal(err)
+	}
+	sys := filepath.Join(t.TempDir(), "sys")
+	writeSysfs(t, sys, hostDevices)
+	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent",
+		"USB4VERBS_TEST_PANIC=open_context:cfault_locked"}
+	r := runInNamespace(t, env, len(hostDevices), "timeout", "30", prog, "segv-jump-exit")
+	var ee *exec.ExitError
+	if errors.As(r.err, &ee) && ee.ExitCode() == 124 {
+		t.Fatalf("hung (killed by timeout after 30 s):\n%s%s", r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "jumper: jumped out") {
+		t.Errorf("the application's handler jumped out of a verb:\n%s", r.stdout)
+	}
+	line := "libusb4_rdma: SIGSEGV inside a call into the Go part: not handed to the application's handler"
+	if c := strings.Count(r.stderr, line); c != 1 {
+		t.Errorf("%d lines %q, want 1; exit %v, stdout:\n%s\nstderr:\n%s", c, line, r.err, r.stdout, r.stderr)
 	}
 }
 

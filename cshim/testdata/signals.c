@@ -14,11 +14,17 @@
 //                          and prints "segv handled" from its handler
 //   signals urg            installs a SIGURG handler, loads, raises SIGURG
 //                          on this (non-Go) thread, prints "urg <count>"
-//   signals segv-jump      issue 22: the first open of ours faults in C under
+//   signals segv-jump      issue 22: the second open of ours faults in C under
 //                          Go (test hook), the application's SIGSEGV
-//                          handler siglongjmps out over the Go frames; a
+//                          handler (installed after the first open)
+//                          siglongjmps out over the Go frames; a
 //                          second open on that thread, then one on another
 //                          thread: "open <k>: <result>", "other thread open:"
+//   signals segv-jump-exit issue 31 item 3: as segv-jump, but the open that
+//                          faults (test hook: with a lock held) runs on a
+//                          thread that pthread_exits after the jump; then
+//                          another thread opens: "jumper: jumped out",
+//                          "other thread open: <result>"
 //   signals storm WHEN SIGS...
 //                          issue 22: handlers without SA_ONSTACK (as qperf's
 //                          and old Pythons' are) for SIGS (ALRM, URG, PIPE,
@@ -537,6 +543,19 @@ static void *other_thread_open(void *arg)
 	return NULL;
 }
 
+static void *jump_then_exit(void *arg)
+{
+	if (sigsetjmp(segv_jump, 1) != 0) {
+		printf("jumper: jumped out\n");
+		fflush(stdout);
+		pthread_exit(NULL);
+	}
+	char got[48];
+	open_result(arg, got, sizeof(got));
+	printf("jumper: open %s\n", got);
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	char after[128];
@@ -609,11 +628,40 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(mode, "segv-jump") == 0) {
 		// With the Go part built with -tags usb4panictest and
-		// USB4VERBS_TEST_PANIC=open_context:cfault, every open of ours
-		// faults in C called from Go; Go forwards the SIGSEGV to this
-		// handler, which siglongjmps out, over the Go frames.
-		// The handler first: the first open of ours is the one that
-		// faults (Go's runtime, loaded by it, forwards to this handler).
+		// USB4VERBS_TEST_PANIC=open_context:cfault_second, the second
+		// open of ours faults in C called from Go. The handler, installed
+		// after the first open loaded the Go part, replaces Go's and gets
+		// the SIGSEGV directly; it siglongjmps out, over the Go frames.
+		// (Installed before the load, Go would forward the fault to the
+		// provider, which refuses to hand on a fault inside a call.)
+		struct ibv_device **list = ibv_get_device_list(&n);
+		struct ibv_device *dev = NULL;
+		for (int i = 0; i < n && !dev; i++)
+			if (ours(list[i]))
+				dev = list[i];
+		if (!dev) {
+			printf("no device of ours\n");
+			return 1;
+		}
+		char loaded[48];
+		open_result(dev, loaded, sizeof(loaded));
+		struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGSEGV, &sa, NULL);
+		for (int k = 0; k < 2; k++) {
+			if (sigsetjmp(segv_jump, 1) == 0) {
+				char got[48];
+				open_result(dev, got, sizeof(got));
+				printf("open %d: %s\n", k, got);
+			} else
+				printf("open %d: jumped out\n", k);
+		}
+		pthread_t t;
+		pthread_create(&t, NULL, other_thread_open, dev);
+		pthread_join(t, NULL);
+		return 0;
+	}
+	if (strcmp(mode, "segv-jump-exit") == 0) {
 		struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGSEGV, &sa, NULL);
@@ -626,15 +674,9 @@ int main(int argc, char **argv)
 			printf("no device of ours\n");
 			return 1;
 		}
-		for (int k = 0; k < 2; k++) {
-			if (sigsetjmp(segv_jump, 1) == 0) {
-				char got[48];
-				open_result(dev, got, sizeof(got));
-				printf("open %d: %s\n", k, got);
-			} else
-				printf("open %d: jumped out\n", k);
-		}
 		pthread_t t;
+		pthread_create(&t, NULL, jump_then_exit, dev);
+		pthread_join(t, NULL);
 		pthread_create(&t, NULL, other_thread_open, dev);
 		pthread_join(t, NULL);
 		return 0;

@@ -388,8 +388,13 @@ static void load(void)
 		else if (strstr(why, "static TLS"))
 			// The Go runtime uses initial-exec TLS; a late dlopen in a
 			// process whose static TLS surplus is used up cannot place it.
-			fail(ENOMEM, "%s; start the program with LD_PRELOAD=%s so its TLS is reserved at start",
-			     why, path);
+			// Not LD_PRELOAD: preloaded, the runtime would start before
+			// main with the application's signal mask and record Go's
+			// handlers as the application's (issue 31 item 2).
+			fail(ENOMEM,
+			     "%s; start the program with GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4096 so glibc "
+			     "reserves more static TLS",
+			     why);
 		else
 			fail(ELIBACC, "%s%s%s; reinstall usb4verbs", why, copy_fd >= 0 ? ", a new copy of " : "",
 			     copy_fd >= 0 ? path : "");

@@ -966,8 +966,9 @@ func TestGoPartLoadFailures(t *testing.T) {
 // providers are none of our business. Built twice: as `go build` makes it
 // (found by its Go build-ID note) and with an empty build ID (no note: found
 // by the cgo symbols it exports).
-// TestGoPartPreloadedNotRefused: README's fix for a static-TLS failure is
-// LD_PRELOAD=<the Go part>. Its Go build ID and cgo exports are then in the
+// TestGoPartPreloadedNotRefused: README's fix for a static-TLS failure was
+// LD_PRELOAD=<the Go part> (no longer advised: issue 31 item 2; users may
+// still do it). Its Go build ID and cgo exports are then in the
 // process before the first open, and they are our own runtime, not a
 // second one: the open must not be refused as a Go host's.
 func TestGoPartPreloadedNotRefused(t *testing.T) {
@@ -981,6 +982,52 @@ func TestGoPartPreloadedNotRefused(t *testing.T) {
 		if l.open[n] == "errno EOPNOTSUPP" {
 			t.Errorf("open %s: %q with the Go part preloaded", n, l.open[n])
 		}
+	}
+}
+
+// TestGoPartStaticTLSAdvice (issue 31 item 2): when the Go part's dlopen
+// finds glibc's static TLS surplus used up, the line gives advice that keeps
+// the signal design: more surplus through glibc's tunable. Preloading the Go
+// part (the advice before) starts its runtime before main, with the
+// application's signal mask on its threads and Go's handlers recorded as the
+// application's.
+func TestGoPartStaticTLSAdvice(t *testing.T) {
+	h := setupHost(t)
+	dir := t.TempDir()
+	loader := filepath.Join(dir, "tlshog.so")
+	if err := gcc("-shared", "-fPIC", "-DHOG_LOADER", "-o", loader, "testdata/tlshog.c", "-ldl"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"64", "1"} {
+		hog := filepath.Join(dir, "hog"+n+".so")
+		if err := gcc("-shared", "-fPIC", "-DHOG_BYTES="+n, "-o", hog, "testdata/tlshog.c"); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(hog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < 64; k++ { // distinct files: glibc loads one object per file
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("hog%s-%d.so", n, k)), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	env := []string{"LD_PRELOAD=" + loader, "TLSHOG_DIR=" + dir, "TLSHOG_FRONT=" + filepath.Join(h.build, "libusb4_rdma.so")}
+	l, r := listDevices(t, h, h.shim, h.listdev, env, "open")
+	if !strings.Contains(r.stderr, "static TLS") {
+		t.Skipf("no static TLS failure with %v (opens %v):\n%s", env, l.open, r.stderr)
+	}
+	for _, n := range usb4Claimed {
+		if l.open[n] != "errno ENOMEM" {
+			t.Errorf("open %s: %q, want errno ENOMEM", n, l.open[n])
+		}
+	}
+	if strings.Contains(r.stderr, "LD_PRELOAD") {
+		t.Errorf("the advice is LD_PRELOAD, which starts the Go runtime before main with the application's signal mask:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stderr, "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=") {
+		t.Errorf("no GLIBC_TUNABLES advice:\n%s", r.stderr)
 	}
 }
 

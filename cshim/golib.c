@@ -78,7 +78,7 @@ static struct go_image {
 	struct sigaction pre[N_GO_SIGNALS], post[N_GO_SIGNALS];
 } image = {.once = PTHREAD_ONCE_INIT};
 
-// Whether this thread took the runtime's thread-creation lock in the atfork
+// Whether this thread took the Go part's thread-creation lock in the atfork
 // prepare handler (the parent handler gives it back only then: the load may
 // complete on another thread in between).
 // initial-exec as gogate.c's in_go, which also keeps a fork() child's write

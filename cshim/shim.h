@@ -635,7 +635,8 @@ unsigned usb4_go_image(void);
 // the load state starts afresh, so the child's first open loads a new copy.
 void usb4_go_forked(void);
 // The atfork prepare and parent handlers' part (fork.c): while this thread
-// forks, the live Go runtime creates no thread (usb4goBeforeFork).
+// forks, the live Go runtime creates no thread (usb4goBeforeFork, C code
+// in the Go part: gopart/forkguard.c).
 void usb4_go_fork_prepare(void);
 void usb4_go_fork_parent(void);
 

@@ -904,6 +904,41 @@ func TestForkChildGoPart(t *testing.T) {
 	})
 }
 
+// TestForkStressOneCPU (issue 31 item 1): fork() in a process pinned to
+// one CPU, with a large RSS (a slow fork) and a garbage collection running
+// all along (GOGC=1, 3 threads opening), must not hang the parent. The
+// front's atfork handlers held the runtime's exec lock from the prepare
+// handler to the parent handler, returning to C without a P in between: a
+// runtime thread that needed a new thread then (startm, newm) blocked on
+// the lock holding the only P, and the parent handler waited for a P for
+// good. The runtime needs new threads rarely once it has a few, so the Go
+// part's test hook start:thread_churn keeps ending its threads (a goroutine
+// that exits locked to its thread); without the hook 53 processes of this
+// test never hung on 7707eb7. USB4VERBS_FORK_STRESS_RUNS (default 10)
+// processes of 30 forks each, each bounded to 20 s.
+func TestForkStressOneCPU(t *testing.T) {
+	h := setupHost(t)
+	shim := panicTestShim(t)
+	prog := filepath.Join(h.dir, "forkgo-stress")
+	if err := gcc("-o", prog, "testdata/forkgo.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
+		t.Fatal(err)
+	}
+	sys := filepath.Join(t.TempDir(), "sys")
+	writeSysfs(t, sys, hostDevices)
+	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent", "GOGC=1",
+		"USB4VERBS_TEST_PANIC=" + envOr("USB4VERBS_FORK_STRESS_HOOK", "start:thread_churn")}
+	r := runInNamespace(t, env, len(hostDevices), prog, "stress", envOr("USB4VERBS_FORK_STRESS_RUNS", "10"),
+		envOr("USB4VERBS_FORK_STRESS_MIB", "256"), "30")
+	t.Logf("%s", r.stdout)
+	m := regexp.MustCompile(`stress victims (\d+) hung (\d+) failed (\d+)\n`).FindStringSubmatch(r.stdout)
+	if r.err != nil || m == nil {
+		t.Fatalf("%v\n%s%s", r.err, r.stdout, r.stderr)
+	}
+	if m[2] != "0" || m[3] != "0" {
+		t.Errorf("of %s processes forking 30 times on one CPU, %s hung and %s failed", m[1], m[2], m[3])
+	}
+}
+
 // TestGoPartLoadFailures (issue 13 item 2): when the Go part cannot be
 // loaded, every open of our devices fails with an errno and exactly one line
 // naming the cause and the fix, and the process carries on.
@@ -1480,4 +1515,12 @@ func TestGoPartHasNoEngine(t *testing.T) {
 			t.Errorf("the Go part %s %s", what, s.Name)
 		}
 	}
+}
+
+// envOr is the environment variable name's value, or def when unset.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

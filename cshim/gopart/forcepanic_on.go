@@ -12,7 +12,9 @@ import "C"
 
 import (
 	"os"
+	"runtime"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,7 +25,9 @@ import (
 // sees contain at work; <op>:cfault makes the first call fault in C,
 // <op>:cfault_second the second (TestLongjmpOutOfGoRefused),
 // <op>:cfault_locked the first with a lock held that the later calls take
-// (TestFaultInsideVerbUnderLock). Release builds have no such variable.
+// (TestFaultInsideVerbUnderLock); start:thread_churn starts a goroutine
+// that keeps ending threads, so the runtime keeps creating new ones
+// (TestForkStressOneCPU). Release builds have no such variable.
 var (
 	forcedPanicDone atomic.Bool
 	forcedCalls     atomic.Int32
@@ -31,6 +35,17 @@ var (
 
 func forcedPanic(op string) {
 	want := os.Getenv("USB4VERBS_TEST_PANIC")
+	if want == op+":thread_churn" { // issue 31 item 1: the runtime keeps needing new threads
+		go func() {
+			for {
+				done := make(chan struct{})
+				go func() { runtime.LockOSThread(); close(done) }() // ends locked: its thread exits
+				<-done
+				time.Sleep(200 * time.Microsecond)
+			}
+		}()
+		return
+	}
 	if want == op+":cfault_locked" { // issue 31 item 3
 		// The first call faults with handles.mu held, as a fault in
 		// the engine under a verb's lock (usb4v_cq_join's) would; the

@@ -47,6 +47,7 @@
 
 #include "engine.h"
 #include "engine_api.h"
+#include "onstack.h"
 #include "shim.h"
 
 // The signals the Go runtime may take over when it starts in a c-shared
@@ -198,12 +199,6 @@ static void put_back(int sig, struct sigaction sa)
 	sigaction(sig, &sa, NULL);
 }
 
-static bool is_handler(const struct sigaction *sa)
-{
-	void *fn = (sa->sa_flags & SA_SIGINFO) ? (void *)sa->sa_sigaction : (void *)sa->sa_handler;
-	return fn != (void *)SIG_DFL && fn != (void *)SIG_IGN;
-}
-
 // fault_to_application is what the runtime forwards a fault outside Go code
 // to (issue 31 item 3) where the application had a handler before the load:
 // go:src/runtime/signal_unix.go initsig keeps the handler it replaces and
@@ -220,7 +215,7 @@ static void fault_to_application(int sig, siginfo_t *info, void *uctx)
 		if (go_signals[i] != sig)
 			continue;
 		const struct sigaction *app = &image.pre[i];
-		if (!usb4_go_inside() && is_handler(app)) {
+		if (!usb4_go_inside() && usb4_is_handler(app)) {
 			app->sa_sigaction(sig, info, uctx); // as sigfwdgo does, for either kind
 			return;
 		}
@@ -248,7 +243,7 @@ static void keep_signals(void)
 {
 	for (int i = 0; i < N_GO_SIGNALS; i++) {
 		sigaction(go_signals[i], NULL, &image.pre[i]);
-		if (i < N_FAULT_SIGNALS && is_handler(&image.pre[i])) {
+		if (i < N_FAULT_SIGNALS && usb4_is_handler(&image.pre[i])) {
 			struct sigaction sa = image.pre[i];
 			sa.sa_sigaction = fault_to_application;
 			sa.sa_flags |= SA_SIGINFO | SA_ONSTACK;

@@ -1300,6 +1300,41 @@ func TestGoPartSignalWindows(t *testing.T) {
 	})
 }
 
+// TestProfAfterLastCall (issue 31 item 4): ITIMER_PROF (and CPU-clock
+// timers) signal the thread that used the CPU tick, which between control
+// verbs is one of the runtime's (a garbage collection, the removal
+// watcher's check; here the Go part's test hook start:thread_churn keeps
+// them busy). A profiler's SIGPROF handler without SA_ONSTACK installed
+// after the application's last control verb must not run on a goroutine's
+// stack: the Go part checks the handlers periodically too.
+func TestProfAfterLastCall(t *testing.T) {
+	h := setupHost(t)
+	shim := panicTestShim(t)
+	prog := filepath.Join(h.dir, "signals-prof")
+	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
+		t.Fatal(err)
+	}
+	sys := filepath.Join(t.TempDir(), "sys")
+	writeSysfs(t, sys, hostDevices)
+	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent",
+		"USB4VERBS_TEST_PANIC=start:thread_churn"}
+	r := runInNamespace(t, env, len(hostDevices), "timeout", "60", prog, "prof-after-last-call")
+	out := r.stdout + r.stderr
+	if m := goFatal.FindString(out); m != "" || r.err != nil {
+		t.Fatalf("exit %v, Go fatal %q; output:\n%s", r.err, m, out)
+	}
+	m := regexp.MustCompile(`prof signals (\d+) on_go_stack (\d+)\n`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no result line:\n%s", out)
+	}
+	if m[2] != "0" {
+		t.Errorf("the SIGPROF handler ran on a goroutine's stack %s times (%s times elsewhere)", m[2], m[1])
+	}
+	if m[1] == "0" && m[2] == "0" {
+		t.Errorf("no SIGPROF handled: the test proves nothing")
+	}
+}
+
 // goFatal matches what the Go runtime prints when it aborts the process.
 var goFatal = regexp.MustCompile(`(?m)^(fatal error: |runtime: |SIGABRT|unexpected return pc|signal arrived during cgo execution)`)
 

@@ -44,5 +44,6 @@ func usb4goStart(apiVersion C.uint32_t, cfg *C.struct_usb4_go_config) (rc C.int)
 		return C.int(unix.ELIBBAD)
 	}
 	dataplane.UseFront(unsafe.Pointer(cfg.engine))
+	startSignalCheck()
 	return 0
 }

@@ -25,6 +25,14 @@
 //                          thread that pthread_exits after the jump; then
 //                          another thread opens: "jumper: jumped out",
 //                          "other thread open: <result>"
+//   signals prof-after-last-call
+//                          issue 31 item 4: loads, installs a SIGPROF
+//                          handler without SA_ONSTACK after its last call,
+//                          waits 300 ms, then lets ITIMER_PROF fire every
+//                          1 ms for 2 s while it sleeps: the ticks go to the
+//                          threads that use CPU, the runtime's (with the Go
+//                          part's thread_churn hook). Prints "prof signals
+//                          <n> on_go_stack <g>"
 //   signals storm WHEN SIGS...
 //                          issue 22: handlers without SA_ONSTACK (as qperf's
 //                          and old Pythons' are) for SIGS (ALRM, URG, PIPE,
@@ -532,6 +540,23 @@ static __attribute__((noinline)) int onstack_race(void)
 	return 0;
 }
 
+static __attribute__((noinline)) int prof_after_last_call(void)
+{
+	int n = 0;
+	gostack_init();
+	load_go_part(&n);
+	install(SIGPROF, on_storm);
+	struct timespec wait = {0, 300000000}, rest = {2, 0};
+	nanosleep(&wait, NULL);
+	struct itimerval it = {{0, 1000}, {0, 1000}}, off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_PROF, &it, NULL);
+	while (nanosleep(&rest, &rest) != 0 && errno == EINTR)
+		;
+	setitimer(ITIMER_PROF, &off, NULL);
+	printf("prof signals %ld on_go_stack %ld\n", atomic_load(&handled), atomic_load(&go_stack));
+	return 0;
+}
+
 static void *other_thread_open(void *arg)
 {
 	char got[48];
@@ -685,6 +710,8 @@ int main(int argc, char **argv)
 		return runtime_masks();
 	if (strcmp(mode, "onstack-next-call") == 0)
 		return onstack_next_call();
+	if (strcmp(mode, "prof-after-last-call") == 0)
+		return prof_after_last_call();
 	if (strcmp(mode, "onstack-race") == 0)
 		return onstack_race();
 	if (strcmp(mode, "storm") == 0)
@@ -692,7 +719,7 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "jump") == 0)
 		return storm(argc, argv, true);
 	fprintf(stderr, "usage: signals dispositions|pipe-exec|segv-after|urg|runtime-masks|onstack-next-call|"
-			"onstack-race|"
+			"onstack-race|prof-after-last-call|segv-jump-exit|"
 			"storm WHEN SIGS...|jump\n");
 	return 2;
 }

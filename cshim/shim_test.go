@@ -1308,17 +1308,7 @@ func TestGoPartSignalWindows(t *testing.T) {
 // after the application's last control verb must not run on a goroutine's
 // stack: the Go part checks the handlers periodically too.
 func TestProfAfterLastCall(t *testing.T) {
-	h := setupHost(t)
-	shim := panicTestShim(t)
-	prog := filepath.Join(h.dir, "signals-prof")
-	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
-		t.Fatal(err)
-	}
-	sys := filepath.Join(t.TempDir(), "sys")
-	writeSysfs(t, sys, hostDevices)
-	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent",
-		"USB4VERBS_TEST_PANIC=start:thread_churn"}
-	r := runInNamespace(t, env, len(hostDevices), "timeout", "60", prog, "prof-after-last-call")
+	r := runSignalsHooked(t, "start:thread_churn", "60", "prof-after-last-call")
 	out := r.stdout + r.stderr
 	if m := goFatal.FindString(out); m != "" || r.err != nil {
 		t.Fatalf("exit %v, Go fatal %q; output:\n%s", r.err, m, out)
@@ -1424,17 +1414,7 @@ func TestSignalStorm(t *testing.T) {
 // verb fails with ENOTRECOVERABLE and one line, and the process carries on
 // (another thread's open gives its usual result).
 func TestLongjmpOutOfGoRefused(t *testing.T) {
-	h := setupHost(t)
-	shim := panicTestShim(t)
-	prog := filepath.Join(h.dir, "signals-segv-jump")
-	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
-		t.Fatal(err)
-	}
-	sys := filepath.Join(t.TempDir(), "sys")
-	writeSysfs(t, sys, hostDevices)
-	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent",
-		"USB4VERBS_TEST_PANIC=open_context:cfault_second"}
-	r := runInNamespace(t, env, len(hostDevices), "timeout", "120", prog, "segv-jump")
+	r := runSignalsHooked(t, "open_context:cfault_second", "120", "segv-jump")
 	out := r.stdout + r.stderr
 	if m := goFatal.FindString(out); m != "" || r.err != nil {
 		t.Fatalf("exit %v, Go fatal %q; output:\n%s", r.err, m, out)
@@ -1468,6 +1448,24 @@ func panicTestShim(t *testing.T) string {
 	return shim
 }
 
+// runSignalsHooked runs testdata/signals.c MODE on the fake devices, with
+// the Go part's test hooks built in and USB4VERBS_TEST_PANIC=hook, bounded
+// to timeout seconds.
+func runSignalsHooked(t *testing.T, hook, timeout, mode string) result {
+	t.Helper()
+	h := setupHost(t)
+	shim := panicTestShim(t)
+	prog := filepath.Join(h.dir, "signals-"+mode)
+	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
+		t.Fatal(err)
+	}
+	sys := filepath.Join(t.TempDir(), "sys")
+	writeSysfs(t, sys, hostDevices)
+	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent",
+		"USB4VERBS_TEST_PANIC=" + hook}
+	return runInNamespace(t, env, len(hostDevices), "timeout", timeout, prog, mode)
+}
+
 // TestFaultInsideVerbUnderLock (issue 31 item 3): a fault inside a verb
 // while it holds a lock (the test hook holds the handle table's, as a
 // fault in usb4v_cq_join holds the record's), on a thread whose SIGSEGV
@@ -1477,17 +1475,7 @@ func panicTestShim(t *testing.T) string {
 // verb waits for it. The provider refuses the jump instead: one line, and
 // the process dies by the signal, as without a handler.
 func TestFaultInsideVerbUnderLock(t *testing.T) {
-	h := setupHost(t)
-	shim := panicTestShim(t)
-	prog := filepath.Join(h.dir, "signals-segv-jump-exit")
-	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
-		t.Fatal(err)
-	}
-	sys := filepath.Join(t.TempDir(), "sys")
-	writeSysfs(t, sys, hostDevices)
-	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent",
-		"USB4VERBS_TEST_PANIC=open_context:cfault_locked"}
-	r := runInNamespace(t, env, len(hostDevices), "timeout", "30", prog, "segv-jump-exit")
+	r := runSignalsHooked(t, "open_context:cfault_locked", "30", "segv-jump-exit")
 	var ee *exec.ExitError
 	if errors.As(r.err, &ee) && ee.ExitCode() == 124 {
 		t.Fatalf("hung (killed by timeout after 30 s):\n%s%s", r.stdout, r.stderr)

@@ -557,6 +557,18 @@ static __attribute__((noinline)) int prof_after_last_call(void)
 	return 0;
 }
 
+// first_ours: the first device of ours, or NULL after saying so.
+static struct ibv_device *first_ours(void)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	for (int i = 0; list && i < n; i++)
+		if (ours(list[i]))
+			return list[i];
+	printf("no device of ours\n");
+	return NULL;
+}
+
 static void *other_thread_open(void *arg)
 {
 	char got[48];
@@ -659,15 +671,9 @@ int main(int argc, char **argv)
 		// the SIGSEGV directly; it siglongjmps out, over the Go frames.
 		// (Installed before the load, Go would forward the fault to the
 		// provider, which refuses to hand on a fault inside a call.)
-		struct ibv_device **list = ibv_get_device_list(&n);
-		struct ibv_device *dev = NULL;
-		for (int i = 0; i < n && !dev; i++)
-			if (ours(list[i]))
-				dev = list[i];
-		if (!dev) {
-			printf("no device of ours\n");
+		struct ibv_device *dev = first_ours();
+		if (!dev)
 			return 1;
-		}
 		char loaded[48];
 		open_result(dev, loaded, sizeof(loaded));
 		struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
@@ -690,15 +696,9 @@ int main(int argc, char **argv)
 		struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGSEGV, &sa, NULL);
-		struct ibv_device **list = ibv_get_device_list(&n);
-		struct ibv_device *dev = NULL;
-		for (int i = 0; i < n && !dev; i++)
-			if (ours(list[i]))
-				dev = list[i];
-		if (!dev) {
-			printf("no device of ours\n");
+		struct ibv_device *dev = first_ours();
+		if (!dev)
 			return 1;
-		}
 		pthread_t t;
 		pthread_create(&t, NULL, jump_then_exit, dev);
 		pthread_join(t, NULL);

@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "onstack.h"
 #include "shim.h"
 
 // initial-exec: the general-dynamic model would call __tls_get_addr and add
@@ -55,13 +56,9 @@
 // objects.
 static _Thread_local bool in_go __attribute__((tls_model("initial-exec")));
 static atomic_bool refused_logged;
-static atomic_uint onstack_logged; // bit per entry of onstack_sigs
+static atomic_uint onstack_logged; // bit per entry of onstack.h's usb4_onstack_sigs
 
 static const int sync_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
-static const struct {
-	int sig;
-	const char *name;
-} onstack_sigs[] = {{SIGURG, "SIGURG"}, {SIGCHLD, "SIGCHLD"}, {SIGPROF, "SIGPROF"}};
 
 _Static_assert(sizeof(sigset_t) == sizeof(((struct usb4_go_saved *)0)->sigset), "sigset_t size");
 _Static_assert(_Alignof(sigset_t) <= 8, "sigset_t alignment");
@@ -78,44 +75,6 @@ void usb4_go_block_signals(struct usb4_go_saved *saved)
 void usb4_go_restore_signals(const struct usb4_go_saved *saved)
 {
 	pthread_sigmask(SIG_SETMASK, (const sigset_t *)(const void *)saved->sigset, NULL);
-}
-
-static bool is_handler(const struct sigaction *sa)
-{
-	void *fn = (sa->sa_flags & SA_SIGINFO) ? (void *)sa->sa_sigaction : (void *)sa->sa_handler;
-	return fn != (void *)SIG_DFL && fn != (void *)SIG_IGN;
-}
-
-static bool same_handler(const struct sigaction *a, const struct sigaction *b)
-{
-	return a->sa_handler == b->sa_handler && (a->sa_flags & SA_SIGINFO) == (b->sa_flags & SA_SIGINFO);
-}
-
-// add_onstack gives an application handler of the signals the runtime
-// never lets its threads block the SA_ONSTACK it lacks. The read and the
-// write are two system calls: if the application replaced the handler in
-// between, its new one is put back (with SA_ONSTACK if it lacks it).
-static void add_onstack(void)
-{
-	for (size_t i = 0; i < sizeof(onstack_sigs) / sizeof(onstack_sigs[0]); i++) {
-		struct sigaction sa, old;
-		if (sigaction(onstack_sigs[i].sig, NULL, &sa) != 0 || !is_handler(&sa) || (sa.sa_flags & SA_ONSTACK))
-			continue;
-		sa.sa_flags |= SA_ONSTACK;
-		if (sigaction(onstack_sigs[i].sig, &sa, &old) != 0)
-			continue;
-		if (!same_handler(&sa, &old)) {
-			if (is_handler(&old))
-				old.sa_flags |= SA_ONSTACK;
-			sigaction(onstack_sigs[i].sig, &old, NULL);
-		}
-		unsigned bit = 1u << i;
-		if (!(atomic_fetch_or(&onstack_logged, bit) & bit))
-			fprintf(stderr,
-				USB4_LOG_PREFIX "the application's %s handler has no SA_ONSTACK, which the Go part's "
-						"threads need; added it (install handlers with SA_ONSTACK)\n",
-				onstack_sigs[i].name);
-	}
 }
 
 // The check costs three sigaction reads per call into the Go part (control
@@ -137,8 +96,13 @@ int usb4_go_enter(struct usb4_go_saved *saved, const char *entry)
 		return ENOTRECOVERABLE;
 	}
 	in_go = true;
-	add_onstack();
+	usb4_add_onstack(&onstack_logged);
 	return 0;
+}
+
+bool usb4_go_inside(void)
+{
+	return in_go;
 }
 
 void usb4_go_leave(const struct usb4_go_saved *saved)

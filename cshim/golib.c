@@ -47,6 +47,7 @@
 
 #include "engine.h"
 #include "engine_api.h"
+#include "onstack.h"
 #include "shim.h"
 
 // The signals the Go runtime may take over when it starts in a c-shared
@@ -54,7 +55,9 @@
 // synchronous ones, SIGPIPE and its preemption signal SIGURG); the others
 // are listed so that a runtime which takes more is still undone in a child.
 static const int go_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGPIPE, SIGURG};
-enum { N_GO_SIGNALS = sizeof(go_signals) / sizeof(go_signals[0]) };
+enum { N_GO_SIGNALS = sizeof(go_signals) / sizeof(go_signals[0]), N_FAULT_SIGNALS = 6 };
+static const char *const go_signal_names[] = {"SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS"};
+_Static_assert(sizeof(go_signal_names) / sizeof(go_signal_names[0]) == N_FAULT_SIGNALS, "the faults lead go_signals");
 
 enum image_state {
 	IMAGE_NONE,    // nothing loaded in this image
@@ -76,7 +79,7 @@ static struct go_image {
 	struct sigaction pre[N_GO_SIGNALS], post[N_GO_SIGNALS];
 } image = {.once = PTHREAD_ONCE_INIT};
 
-// Whether this thread took the runtime's thread-creation lock in the atfork
+// Whether this thread took the Go part's thread-creation lock in the atfork
 // prepare handler (the parent handler gives it back only then: the load may
 // complete on another thread in between).
 // initial-exec as gogate.c's in_go, which also keeps a fork() child's write
@@ -196,11 +199,57 @@ static void put_back(int sig, struct sigaction sa)
 	sigaction(sig, &sa, NULL);
 }
 
-// keep_signals records every Go signal's disposition before the dlopen.
+// fault_to_application is what the runtime forwards a fault outside Go code
+// to (issue 31 item 3) where the application had a handler before the load:
+// go:src/runtime/signal_unix.go initsig keeps the handler it replaces and
+// sigfwdgo calls it. A fault outside the Go part goes on to the
+// application's handler, as before. A fault in C that a call into the Go
+// part made (the engine: a join under the record's lock, a post under the
+// QP's) is not handed on: a handler that siglongjmps out would leave every
+// lock the call holds, Go's and the engine's, held for good (the process
+// then hangs at the next verb), and strand its goroutine inside a cgo call.
+// The process dies by the signal instead, as it does without a handler.
+static void fault_to_application(int sig, siginfo_t *info, void *uctx)
+{
+	for (int i = 0; i < N_FAULT_SIGNALS; i++) {
+		if (go_signals[i] != sig)
+			continue;
+		const struct sigaction *app = &image.pre[i];
+		if (!usb4_go_inside() && usb4_is_handler(app)) {
+			app->sa_sigaction(sig, info, uctx); // as sigfwdgo does, for either kind
+			return;
+		}
+		if (usb4_go_inside()) {
+			static const char a[] = USB4_LOG_PREFIX, b[] = " inside a call into the Go part: not handed to the "
+								     "application's handler (a jump out of it would leave "
+								     "the provider's locks held); the process dies by the "
+								     "signal\n";
+			ssize_t r = write(STDERR_FILENO, a, sizeof(a) - 1);
+			r = write(STDERR_FILENO, go_signal_names[i], strlen(go_signal_names[i]));
+			r = write(STDERR_FILENO, b, sizeof(b) - 1);
+			(void)r;
+		}
+	}
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, NULL);
+	raise(sig); // delivered on return, or the fault recurs first
+}
+
+// keep_signals records every Go signal's disposition before the dlopen, and
+// for a fault the application handles installs fault_to_application, for
+// the runtime to find and forward to.
 static void keep_signals(void)
 {
-	for (int i = 0; i < N_GO_SIGNALS; i++)
+	for (int i = 0; i < N_GO_SIGNALS; i++) {
 		sigaction(go_signals[i], NULL, &image.pre[i]);
+		if (i < N_FAULT_SIGNALS && usb4_is_handler(&image.pre[i])) {
+			struct sigaction sa = image.pre[i];
+			sa.sa_sigaction = fault_to_application;
+			sa.sa_flags |= SA_SIGINFO | SA_ONSTACK;
+			sigaction(go_signals[i], &sa, NULL);
+		}
+	}
 }
 
 // restore_signals records what the runtime installed (for a fork() child to
@@ -210,6 +259,10 @@ static void restore_signals(void)
 {
 	for (int i = 0; i < N_GO_SIGNALS; i++) {
 		sigaction(go_signals[i], NULL, &image.post[i]);
+		if (image.post[i].sa_sigaction == fault_to_application) { // the runtime kept it: the application's again
+			sigaction(go_signals[i], &image.pre[i], NULL);
+			image.post[i] = image.pre[i];
+		}
 		if ((go_signals[i] == SIGPIPE || go_signals[i] == SIGURG) && set_by_application(&image.pre[i]))
 			put_back(go_signals[i], image.pre[i]);
 	}
@@ -334,8 +387,13 @@ static void load(void)
 		else if (strstr(why, "static TLS"))
 			// The Go runtime uses initial-exec TLS; a late dlopen in a
 			// process whose static TLS surplus is used up cannot place it.
-			fail(ENOMEM, "%s; start the program with LD_PRELOAD=%s so its TLS is reserved at start",
-			     why, path);
+			// Not LD_PRELOAD: preloaded, the runtime would start before
+			// main with the application's signal mask and record Go's
+			// handlers as the application's (issue 31 item 2).
+			fail(ENOMEM,
+			     "%s; start the program with GLIBC_TUNABLES=glibc.rtld.optional_static_tls=4096 so glibc "
+			     "reserves more static TLS",
+			     why);
 		else
 			fail(ELIBACC, "%s%s%s; reinstall usb4verbs", why, copy_fd >= 0 ? ", a new copy of " : "",
 			     copy_fd >= 0 ? path : "");

@@ -605,6 +605,9 @@ void usb4_go_leave(const struct usb4_go_saved *saved);
 // load of the Go part runs under it); usb4_go_restore_signals undoes it.
 void usb4_go_block_signals(struct usb4_go_saved *saved);
 void usb4_go_restore_signals(const struct usb4_go_saved *saved);
+// Whether this thread is inside a call into the Go part (async-signal-safe:
+// golib.c's fault handler asks).
+bool usb4_go_inside(void);
 #define USB4_GO(member, ...)                                                                                 \
 	__extension__({                                                                                      \
 		struct usb4_go_saved usb4_go_saved_;                                                                     \
@@ -651,7 +654,8 @@ unsigned usb4_go_image(void);
 // the load state starts afresh, so the child's first open loads a new copy.
 void usb4_go_forked(void);
 // The atfork prepare and parent handlers' part (fork.c): while this thread
-// forks, the live Go runtime creates no thread (usb4goBeforeFork).
+// forks, the live Go runtime creates no thread (usb4goBeforeFork, C code
+// in the Go part: gopart/forkguard.c).
 void usb4_go_fork_prepare(void);
 void usb4_go_fork_parent(void);
 

@@ -946,6 +946,41 @@ func TestForkChildGoPart(t *testing.T) {
 	})
 }
 
+// TestForkStressOneCPU (issue 31 item 1): fork() in a process pinned to
+// one CPU, with a large RSS (a slow fork) and a garbage collection running
+// all along (GOGC=1, 3 threads opening), must not hang the parent. The
+// front's atfork handlers held the runtime's exec lock from the prepare
+// handler to the parent handler, returning to C without a P in between: a
+// runtime thread that needed a new thread then (startm, newm) blocked on
+// the lock holding the only P, and the parent handler waited for a P for
+// good. The runtime needs new threads rarely once it has a few, so the Go
+// part's test hook start:thread_churn keeps ending its threads (a goroutine
+// that exits locked to its thread); without the hook 53 processes of this
+// test never hung on 7707eb7. USB4VERBS_FORK_STRESS_RUNS (default 10)
+// processes of 30 forks each, each bounded to 20 s.
+func TestForkStressOneCPU(t *testing.T) {
+	h := setupHost(t)
+	shim := panicTestShim(t)
+	prog := filepath.Join(h.dir, "forkgo-stress")
+	if err := gcc("-o", prog, "testdata/forkgo.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
+		t.Fatal(err)
+	}
+	sys := filepath.Join(t.TempDir(), "sys")
+	writeSysfs(t, sys, hostDevices)
+	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent", "GOGC=1",
+		"USB4VERBS_TEST_PANIC=" + envOr("USB4VERBS_FORK_STRESS_HOOK", "start:thread_churn")}
+	r := runInNamespace(t, env, len(hostDevices), prog, "stress", envOr("USB4VERBS_FORK_STRESS_RUNS", "10"),
+		envOr("USB4VERBS_FORK_STRESS_MIB", "256"), "30")
+	t.Logf("%s", r.stdout)
+	m := regexp.MustCompile(`stress victims (\d+) hung (\d+) failed (\d+)\n`).FindStringSubmatch(r.stdout)
+	if r.err != nil || m == nil {
+		t.Fatalf("%v\n%s%s", r.err, r.stdout, r.stderr)
+	}
+	if m[2] != "0" || m[3] != "0" {
+		t.Errorf("of %s processes forking 30 times on one CPU, %s hung and %s failed", m[1], m[2], m[3])
+	}
+}
+
 // TestGoPartLoadFailures (issue 13 item 2): when the Go part cannot be
 // loaded, every open of our devices fails with an errno and exactly one line
 // naming the cause and the fix, and the process carries on.
@@ -1041,8 +1076,9 @@ func TestGoPartFromAnotherBuildRefused(t *testing.T) {
 // providers are none of our business. Built twice: as `go build` makes it
 // (found by its Go build-ID note) and with an empty build ID (no note: found
 // by the cgo symbols it exports).
-// TestGoPartPreloadedNotRefused: README's fix for a static-TLS failure is
-// LD_PRELOAD=<the Go part>. Its Go build ID and cgo exports are then in the
+// TestGoPartPreloadedNotRefused: README's fix for a static-TLS failure was
+// LD_PRELOAD=<the Go part> (no longer advised: issue 31 item 2; users may
+// still do it). Its Go build ID and cgo exports are then in the
 // process before the first open, and they are our own runtime, not a
 // second one: the open must not be refused as a Go host's.
 func TestGoPartPreloadedNotRefused(t *testing.T) {
@@ -1056,6 +1092,52 @@ func TestGoPartPreloadedNotRefused(t *testing.T) {
 		if l.open[n] == "errno EOPNOTSUPP" {
 			t.Errorf("open %s: %q with the Go part preloaded", n, l.open[n])
 		}
+	}
+}
+
+// TestGoPartStaticTLSAdvice (issue 31 item 2): when the Go part's dlopen
+// finds glibc's static TLS surplus used up, the line gives advice that keeps
+// the signal design: more surplus through glibc's tunable. Preloading the Go
+// part (the advice before) starts its runtime before main, with the
+// application's signal mask on its threads and Go's handlers recorded as the
+// application's.
+func TestGoPartStaticTLSAdvice(t *testing.T) {
+	h := setupHost(t)
+	dir := t.TempDir()
+	loader := filepath.Join(dir, "tlshog.so")
+	if err := gcc("-shared", "-fPIC", "-DHOG_LOADER", "-o", loader, "testdata/tlshog.c", "-ldl"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"64", "1"} {
+		hog := filepath.Join(dir, "hog"+n+".so")
+		if err := gcc("-shared", "-fPIC", "-DHOG_BYTES="+n, "-o", hog, "testdata/tlshog.c"); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(hog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < 64; k++ { // distinct files: glibc loads one object per file
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("hog%s-%d.so", n, k)), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	env := []string{"LD_PRELOAD=" + loader, "TLSHOG_DIR=" + dir, "TLSHOG_FRONT=" + filepath.Join(h.build, "libusb4_rdma.so")}
+	l, r := listDevices(t, h, h.shim, h.listdev, env, "open")
+	if !strings.Contains(r.stderr, "static TLS") {
+		t.Skipf("no static TLS failure with %v (opens %v):\n%s", env, l.open, r.stderr)
+	}
+	for _, n := range usb4Claimed {
+		if l.open[n] != "errno ENOMEM" {
+			t.Errorf("open %s: %q, want errno ENOMEM", n, l.open[n])
+		}
+	}
+	if strings.Contains(r.stderr, "LD_PRELOAD") {
+		t.Errorf("the advice is LD_PRELOAD, which starts the Go runtime before main with the application's signal mask:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stderr, "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=") {
+		t.Errorf("no GLIBC_TUNABLES advice:\n%s", r.stderr)
 	}
 }
 
@@ -1278,6 +1360,44 @@ func TestGoPartSignalWindows(t *testing.T) {
 			}
 		}
 	})
+	// Issue 31 item 5: the check reads a handler and writes it back with
+	// SA_ONSTACK; an application's write in between (another sa_mask, or
+	// SA_RESTART, SA_NOCLDSTOP, the handler the same) must not be undone.
+	t.Run("SA_ONSTACK keeps the application's write", func(t *testing.T) {
+		out := run(t, "onstack-race")
+		m := regexp.MustCompile(`race writes (\d+) reverted (\d+)\n`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no result line")
+		}
+		if m[2] != "0" {
+			t.Errorf("after %s writes, the provider's SA_ONSTACK check put back the application's previous SIGCHLD action", m[1])
+		}
+	})
+}
+
+// TestProfAfterLastCall (issue 31 item 4): ITIMER_PROF (and CPU-clock
+// timers) signal the thread that used the CPU tick, which between control
+// verbs is one of the runtime's (a garbage collection, the removal
+// watcher's check; here the Go part's test hook start:thread_churn keeps
+// them busy). A profiler's SIGPROF handler without SA_ONSTACK installed
+// after the application's last control verb must not run on a goroutine's
+// stack: the Go part checks the handlers periodically too.
+func TestProfAfterLastCall(t *testing.T) {
+	r := runSignalsHooked(t, "start:thread_churn", "60", "prof-after-last-call")
+	out := r.stdout + r.stderr
+	if m := goFatal.FindString(out); m != "" || r.err != nil {
+		t.Fatalf("exit %v, Go fatal %q; output:\n%s", r.err, m, out)
+	}
+	m := regexp.MustCompile(`prof signals (\d+) on_go_stack (\d+)\n`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no result line:\n%s", out)
+	}
+	if m[2] != "0" {
+		t.Errorf("the SIGPROF handler ran on a goroutine's stack %s times (%s times elsewhere)", m[2], m[1])
+	}
+	if m[1] == "0" && m[2] == "0" {
+		t.Errorf("no SIGPROF handled: the test proves nothing")
+	}
 }
 
 // goFatal matches what the Go runtime prints when it aborts the process.
@@ -1362,30 +1482,14 @@ func TestSignalStorm(t *testing.T) {
 }
 
 // TestLongjmpOutOfGoRefused (issue 22): a thread that left the Go part by a
-// siglongjmp (here: the application's SIGSEGV handler, to which Go forwards
-// a fault in C code it called) must not enter Go again: its next control
+// siglongjmp (here: the application's SIGSEGV handler, installed after the
+// load in place of Go's, for a fault in C code Go called; one installed
+// before it is not handed such a fault: TestFaultInsideVerbUnderLock)
+// must not enter Go again: its next control
 // verb fails with ENOTRECOVERABLE and one line, and the process carries on
 // (another thread's open gives its usual result).
 func TestLongjmpOutOfGoRefused(t *testing.T) {
-	h := setupHost(t)
-	dir := t.TempDir()
-	build := filepath.Join(dir, "build")
-	if out, err := exec.Command("../scripts/build-provider.sh", build, "-tags", "usb4panictest").CombinedOutput(); err != nil {
-		t.Fatalf("build provider with the test hooks: %v\n%s", err, out)
-	}
-	shim, err := installAs(filepath.Join(build, "libusb4_rdma.so"), dir, "usb4_rdma")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog := filepath.Join(h.dir, "signals-segv-jump")
-	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
-		t.Fatal(err)
-	}
-	sys := filepath.Join(t.TempDir(), "sys")
-	writeSysfs(t, sys, hostDevices)
-	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent",
-		"USB4VERBS_TEST_PANIC=open_context:cfault"}
-	r := runInNamespace(t, env, len(hostDevices), "timeout", "120", prog, "segv-jump")
+	r := runSignalsHooked(t, "open_context:cfault_second", "120", "segv-jump")
 	out := r.stdout + r.stderr
 	if m := goFatal.FindString(out); m != "" || r.err != nil {
 		t.Fatalf("exit %v, Go fatal %q; output:\n%s", r.err, m, out)
@@ -1400,6 +1504,63 @@ func TestLongjmpOutOfGoRefused(t *testing.T) {
 	line := "libusb4_rdma: OpenContext: refused (ENOTRECOVERABLE): an earlier call of this thread into the Go part never returned"
 	if c := strings.Count(r.stderr, line); c != 1 {
 		t.Errorf("%d refusal lines, want 1; stderr:\n%s", c, r.stderr)
+	}
+}
+
+// panicTestShim builds both files with the Go part's test hooks
+// (-tags usb4panictest) and returns the RDMAV_DRIVERS entry.
+func panicTestShim(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	build := filepath.Join(dir, "build")
+	if out, err := exec.Command("../scripts/build-provider.sh", build, "-tags", "usb4panictest").CombinedOutput(); err != nil {
+		t.Fatalf("build provider with the test hooks: %v\n%s", err, out)
+	}
+	shim, err := installAs(filepath.Join(build, "libusb4_rdma.so"), dir, "usb4_rdma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shim
+}
+
+// runSignalsHooked runs testdata/signals.c MODE on the fake devices, with
+// the Go part's test hooks built in and USB4VERBS_TEST_PANIC=hook, bounded
+// to timeout seconds.
+func runSignalsHooked(t *testing.T, hook, timeout, mode string) result {
+	t.Helper()
+	h := setupHost(t)
+	shim := panicTestShim(t)
+	prog := filepath.Join(h.dir, "signals-"+mode)
+	if err := gcc("-o", prog, "testdata/signals.c", "-l:libibverbs.so.1", "-ldl", "-lpthread"); err != nil {
+		t.Fatal(err)
+	}
+	sys := filepath.Join(t.TempDir(), "sys")
+	writeSysfs(t, sys, hostDevices)
+	env := []string{"SYSFS_PATH=" + sys, "RDMAV_DRIVERS=" + shim, "USB4VERBS_CONF=/nonexistent",
+		"USB4VERBS_TEST_PANIC=" + hook}
+	return runInNamespace(t, env, len(hostDevices), "timeout", timeout, prog, mode)
+}
+
+// TestFaultInsideVerbUnderLock (issue 31 item 3): a fault inside a verb
+// while it holds a lock (the test hook holds the handle table's, as a
+// fault in usb4v_cq_join holds the record's), on a thread whose SIGSEGV
+// handler (installed before the load, so Go forwards faults in C to it)
+// siglongjmps out and then pthread_exits. The process must not hang: the
+// lock stays held for good after such a jump, and another thread's next
+// verb waits for it. The provider refuses the jump instead: one line, and
+// the process dies by the signal, as without a handler.
+func TestFaultInsideVerbUnderLock(t *testing.T) {
+	r := runSignalsHooked(t, "open_context:cfault_locked", "30", "segv-jump-exit")
+	var ee *exec.ExitError
+	if errors.As(r.err, &ee) && ee.ExitCode() == 124 {
+		t.Fatalf("hung (killed by timeout after 30 s):\n%s%s", r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "jumper: jumped out") {
+		t.Errorf("the application's handler jumped out of a verb:\n%s", r.stdout)
+	}
+	line := "libusb4_rdma: SIGSEGV inside a call into the Go part: not handed to the application's handler"
+	if c := strings.Count(r.stderr, line); c != 1 {
+		t.Errorf("%d lines %q, want 1; exit %v, stdout:\n%s\nstderr:\n%s", c, line, r.err, r.stdout, r.stderr)
 	}
 }
 
@@ -1456,4 +1617,12 @@ func TestGoPartHasNoEngine(t *testing.T) {
 			t.Errorf("the Go part %s %s", what, s.Name)
 		}
 	}
+}
+
+// envOr is the environment variable name's value, or def when unset.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

@@ -50,5 +50,6 @@ func usb4goStart(apiVersion C.uint32_t, layout *C.uint64_t, cfg *C.struct_usb4_g
 		return C.int(unix.ELIBBAD)
 	}
 	dataplane.UseFront(unsafe.Pointer(cfg.engine))
+	startSignalCheck()
 	return 0
 }

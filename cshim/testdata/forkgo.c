@@ -12,6 +12,16 @@
 //   forkgo segv     the same with a SIGSEGV handler the application set
 //                   before the load: a child faults on purpose before and
 //                   after its own open, and the handler gets both faults
+//   forkgo stress VICTIMS MIB FORKS
+//                   issue 31 item 1: VICTIMS processes one after the other,
+//                   each pinned to one CPU before the load (so the runtime
+//                   has one P), touching MIB MiB, then loading the Go part,
+//                   starting 3 threads that keep opening (each open enters
+//                   Go, allocates and makes system calls there: with GOGC=1
+//                   a garbage collection runs all along) and forking FORKS
+//                   children that exit at once; one not done in 20 s is
+//                   killed and counted: "stress victims <n> hung <h>
+//                   failed <f>"
 // Lines: "<who> <what> ..." (see shim_test.go TestForkChildGoPart).
 // Declares the few libibverbs functions it uses (needs libibverbs1 only).
 #define _GNU_SOURCE
@@ -24,6 +34,10 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,6 +202,85 @@ static int segv(void)
 	return 0;
 }
 
+static atomic_bool stress_stop;
+
+static void *stress_opener(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&stress_stop)) {
+		struct ibv_context *ctx = ibv_open_device(dev);
+		if (ctx)
+			ibv_close_device(ctx);
+	}
+	return NULL;
+}
+
+// stress_victim: one process of the stress test. Its runtime is young while
+// it forks (threads still being started), which is when a hang was seen.
+static int stress_victim(long mib, int forks)
+{
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	if (sched_setaffinity(0, sizeof(one), &one) != 0) {
+		printf("sched_setaffinity: %s\n", strerror(errno));
+		return 1;
+	}
+	size_t len = (size_t)mib << 20;
+	char *big = malloc(len);
+	if (!big) {
+		printf("malloc %ld MiB failed\n", mib);
+		return 1;
+	}
+	memset(big, 1, len);
+	struct ibv_context *ctx = ibv_open_device(dev); // loads the Go part
+	if (ctx)
+		ibv_close_device(ctx);
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		pthread_create(&t[i], NULL, stress_opener, NULL);
+	int n;
+	for (n = 0; n < forks; n++) {
+		pid_t pid = fork();
+		if (pid == 0)
+			_exit(0);
+		if (pid < 0)
+			break;
+		waitpid(pid, NULL, 0);
+	}
+	atomic_store(&stress_stop, true);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	free(big);
+	return n == forks ? 0 : 1;
+}
+
+// stress runs VICTIMS processes of stress_victim one after the other, each
+// given 20 s: "stress victims <n> hung <h> failed <f>".
+static int stress(const char *self, int victims, const char *mib, const char *forks)
+{
+	int hung = 0, failed = 0;
+	for (int v = 0; v < victims; v++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			execl(self, self, "stress-victim", mib, forks, (char *)NULL);
+			_exit(127);
+		}
+		int st = 0;
+		pid_t got = 0;
+		for (int ms = 0; ms < 20000 && (got = waitpid(pid, &st, WNOHANG)) == 0; ms += 10)
+			usleep(10000);
+		if (got == 0) {
+			hung++;
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+		} else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			failed++;
+	}
+	printf("stress victims %d hung %d failed %d\n", victims, hung, failed);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int n = 0;
@@ -205,6 +298,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 1 && strcmp(argv[1], "segv") == 0)
 		return segv();
+	if (argc > 3 && strcmp(argv[1], "stress-victim") == 0)
+		return stress_victim(atol(argv[2]), atoi(argv[3]));
+	if (argc > 4 && strcmp(argv[1], "stress") == 0)
+		return stress("/proc/self/exe", atoi(argv[2]), argv[3], argv[4]);
 	footprint("parent");
 	open_once("parent");
 	pid_t pid = fork();

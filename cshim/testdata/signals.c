@@ -14,11 +14,25 @@
 //                          and prints "segv handled" from its handler
 //   signals urg            installs a SIGURG handler, loads, raises SIGURG
 //                          on this (non-Go) thread, prints "urg <count>"
-//   signals segv-jump      issue 22: the first open of ours faults in C under
+//   signals segv-jump      issue 22: the second open of ours faults in C under
 //                          Go (test hook), the application's SIGSEGV
-//                          handler siglongjmps out over the Go frames; a
+//                          handler (installed after the first open)
+//                          siglongjmps out over the Go frames; a
 //                          second open on that thread, then one on another
 //                          thread: "open <k>: <result>", "other thread open:"
+//   signals segv-jump-exit issue 31 item 3: as segv-jump, but the open that
+//                          faults (test hook: with a lock held) runs on a
+//                          thread that pthread_exits after the jump; then
+//                          another thread opens: "jumper: jumped out",
+//                          "other thread open: <result>"
+//   signals prof-after-last-call
+//                          issue 31 item 4: loads, installs a SIGPROF
+//                          handler without SA_ONSTACK after its last call,
+//                          waits 300 ms, then lets ITIMER_PROF fire every
+//                          1 ms for 2 s while it sleeps: the ticks go to the
+//                          threads that use CPU, the runtime's (with the Go
+//                          part's thread_churn hook). Prints "prof signals
+//                          <n> on_go_stack <g>"
 //   signals storm WHEN SIGS...
 //                          issue 22: handlers without SA_ONSTACK (as qperf's
 //                          and old Pythons' are) for SIGS (ALRM, URG, PIPE,
@@ -49,6 +63,14 @@
 //                          loads, installs URG, CHLD and PROF handlers
 //                          without SA_ONSTACK, makes one more open of ours
 //                          at once, prints "onstack <SIG> <y|n>" for each
+//   signals onstack-race   issue 31 item 5: loads; 2 threads open our devices
+//                          while this one rewrites its SIGCHLD handler (one
+//                          function, no SA_ONSTACK) alternating sa_mask,
+//                          SA_RESTART and SA_NOCLDSTOP, and reads it back
+//                          after each write (again 20 ms later when it
+//                          differs: the provider may be between its writes):
+//                          the provider may add SA_ONSTACK but nothing else.
+//                          Prints "race writes <n> reverted <r>"
 // <d> is "dfl", "ign" or "handler <object>", the object the handler is in.
 // Declares the few libibverbs functions it uses (needs libibverbs1 only).
 #define _GNU_SOURCE
@@ -439,6 +461,114 @@ static __attribute__((noinline)) int onstack_next_call(void)
 	return 0;
 }
 
+struct race {
+	struct ibv_device **list;
+	int n;
+	atomic_bool stop;
+};
+
+static void *race_opener(void *arg)
+{
+	struct race *r = arg;
+	char got[48];
+	while (!atomic_load(&r->stop))
+		for (int i = 0; i < r->n; i++)
+			open_result(r->list[i], got, sizeof(got));
+	return NULL;
+}
+
+// race_action: the k-th SIGCHLD disposition the application writes.
+static struct sigaction race_action(unsigned k)
+{
+	struct sigaction sa = {.sa_sigaction = on_storm, .sa_flags = SA_SIGINFO};
+	sigemptyset(&sa.sa_mask);
+	if (k % 2) {
+		sa.sa_flags |= SA_RESTART | SA_NOCLDSTOP;
+		sigaddset(&sa.sa_mask, SIGUSR1);
+	} else
+		sigaddset(&sa.sa_mask, SIGUSR2);
+	return sa;
+}
+
+// same_but_onstack: whether got is want, but for an SA_ONSTACK added.
+static bool same_but_onstack(const struct sigaction *got, const struct sigaction *want)
+{
+	int mask = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP | SA_NODEFER | SA_RESETHAND;
+	if ((void *)got->sa_sigaction != (void *)want->sa_sigaction || (got->sa_flags & mask) != (want->sa_flags & mask))
+		return false;
+	for (int s = 1; s < SIGRTMIN; s++)
+		if (sigismember(&got->sa_mask, s) != sigismember(&want->sa_mask, s))
+			return false;
+	return true;
+}
+
+static __attribute__((noinline)) int onstack_race(void)
+{
+	static struct race r;
+	int n = 0;
+	struct ibv_device **list = load_go_part(&n);
+	r.list = calloc((size_t)n + 1, sizeof(*r.list));
+	for (int i = 0; i < n; i++)
+		if (ours(list[i]))
+			r.list[r.n++] = list[i];
+	pthread_t t[2];
+	for (int w = 0; w < 2; w++)
+		pthread_create(&t[w], NULL, race_opener, &r);
+	long reverted = 0;
+	unsigned k;
+	for (k = 0; k < 200000 && reverted == 0; k++) {
+		struct sigaction want = race_action(k), got;
+		sigaction(SIGCHLD, &want, NULL);
+		for (int j = 0; j < 4; j++) {
+			sigaction(SIGCHLD, NULL, &got);
+			if (same_but_onstack(&got, &want))
+				continue;
+			// The provider's check may be between its writes (what it
+			// replaced was not what it read): it settles at once.
+			struct timespec ts = {0, 20000000};
+			nanosleep(&ts, NULL);
+			sigaction(SIGCHLD, NULL, &got);
+			if (!same_but_onstack(&got, &want))
+				reverted++;
+			break;
+		}
+	}
+	atomic_store(&r.stop, true);
+	for (int w = 0; w < 2; w++)
+		pthread_join(t[w], NULL);
+	printf("race writes %u reverted %ld\n", k, reverted);
+	return 0;
+}
+
+static __attribute__((noinline)) int prof_after_last_call(void)
+{
+	int n = 0;
+	gostack_init();
+	load_go_part(&n);
+	install(SIGPROF, on_storm);
+	struct timespec wait = {0, 300000000}, rest = {2, 0};
+	nanosleep(&wait, NULL);
+	struct itimerval it = {{0, 1000}, {0, 1000}}, off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_PROF, &it, NULL);
+	while (nanosleep(&rest, &rest) != 0 && errno == EINTR)
+		;
+	setitimer(ITIMER_PROF, &off, NULL);
+	printf("prof signals %ld on_go_stack %ld\n", atomic_load(&handled), atomic_load(&go_stack));
+	return 0;
+}
+
+// first_ours: the first device of ours, or NULL after saying so.
+static struct ibv_device *first_ours(void)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	for (int i = 0; list && i < n; i++)
+		if (ours(list[i]))
+			return list[i];
+	printf("no device of ours\n");
+	return NULL;
+}
+
 static void *other_thread_open(void *arg)
 {
 	char got[48];
@@ -447,6 +577,19 @@ static void *other_thread_open(void *arg)
 		printf("other thread open: %s\n", got);
 	} else
 		printf("other thread open: jumped out\n");
+	return NULL;
+}
+
+static void *jump_then_exit(void *arg)
+{
+	if (sigsetjmp(segv_jump, 1) != 0) {
+		printf("jumper: jumped out\n");
+		fflush(stdout);
+		pthread_exit(NULL);
+	}
+	char got[48];
+	open_result(arg, got, sizeof(got));
+	printf("jumper: open %s\n", got);
 	return NULL;
 }
 
@@ -522,23 +665,20 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(mode, "segv-jump") == 0) {
 		// With the Go part built with -tags usb4panictest and
-		// USB4VERBS_TEST_PANIC=open_context:cfault, every open of ours
-		// faults in C called from Go; Go forwards the SIGSEGV to this
-		// handler, which siglongjmps out, over the Go frames.
-		// The handler first: the first open of ours is the one that
-		// faults (Go's runtime, loaded by it, forwards to this handler).
+		// USB4VERBS_TEST_PANIC=open_context:cfault_second, the second
+		// open of ours faults in C called from Go. The handler, installed
+		// after the first open loaded the Go part, replaces Go's and gets
+		// the SIGSEGV directly; it siglongjmps out, over the Go frames.
+		// (Installed before the load, Go would forward the fault to the
+		// provider, which refuses to hand on a fault inside a call.)
+		struct ibv_device *dev = first_ours();
+		if (!dev)
+			return 1;
+		char loaded[48];
+		open_result(dev, loaded, sizeof(loaded));
 		struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGSEGV, &sa, NULL);
-		struct ibv_device **list = ibv_get_device_list(&n);
-		struct ibv_device *dev = NULL;
-		for (int i = 0; i < n && !dev; i++)
-			if (ours(list[i]))
-				dev = list[i];
-		if (!dev) {
-			printf("no device of ours\n");
-			return 1;
-		}
 		for (int k = 0; k < 2; k++) {
 			if (sigsetjmp(segv_jump, 1) == 0) {
 				char got[48];
@@ -552,15 +692,34 @@ int main(int argc, char **argv)
 		pthread_join(t, NULL);
 		return 0;
 	}
+	if (strcmp(mode, "segv-jump-exit") == 0) {
+		struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_ONSTACK};
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGSEGV, &sa, NULL);
+		struct ibv_device *dev = first_ours();
+		if (!dev)
+			return 1;
+		pthread_t t;
+		pthread_create(&t, NULL, jump_then_exit, dev);
+		pthread_join(t, NULL);
+		pthread_create(&t, NULL, other_thread_open, dev);
+		pthread_join(t, NULL);
+		return 0;
+	}
 	if (strcmp(mode, "runtime-masks") == 0)
 		return runtime_masks();
 	if (strcmp(mode, "onstack-next-call") == 0)
 		return onstack_next_call();
+	if (strcmp(mode, "prof-after-last-call") == 0)
+		return prof_after_last_call();
+	if (strcmp(mode, "onstack-race") == 0)
+		return onstack_race();
 	if (strcmp(mode, "storm") == 0)
 		return storm(argc, argv, false);
 	if (strcmp(mode, "jump") == 0)
 		return storm(argc, argv, true);
 	fprintf(stderr, "usage: signals dispositions|pipe-exec|segv-after|urg|runtime-masks|onstack-next-call|"
+			"onstack-race|prof-after-last-call|segv-jump-exit|"
 			"storm WHEN SIGS...|jump\n");
 	return 2;
 }

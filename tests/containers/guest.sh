@@ -342,7 +342,10 @@ stock_cases() {
 # without a package of ours); its usb4verbs-container serves the stock cases.
 host_install() {
   rm -rf /tmp/u4tgz; mkdir -p /tmp/u4tgz
-  tar -xzf $F/pkg/usb4verbs-*-linux-amd64.tar.gz -C /tmp/u4tgz && sh /tmp/u4tgz/usb4verbs-*/install.sh > $WORK/out.log 2>&1
+  # The usb4 bed has put our provider's .driver file there for its own tools: --force.
+  force=""
+  [ -e /etc/libibverbs.d/usb4_rdma.driver ] && force=--force
+  tar -xzf $F/pkg/usb4verbs-*-linux-amd64.tar.gz -C /tmp/u4tgz && sh /tmp/u4tgz/usb4verbs-*/install.sh $force > $WORK/out.log 2>&1
   r=$?; show $WORK/out.log
   HOST_PROVDIR=$(sed -n 's#^driver \(/.*\)/libusb4_rdma$#\1#p' /etc/libibverbs.d/usb4_rdma.driver 2>/dev/null)
   if [ $r = 0 ] && [ -n "$HOST_PROVDIR" ] && command -v usb4verbs-container > /dev/null; then pass host/install; return 0; fi

@@ -206,6 +206,149 @@ image_cases() {
     $(devflags "$DEV0") $lim $USER_FLAGS $RXE_ENV --network=host -- ibvinfo doctor --no-color
 }
 
+# --- switching from the module's own provider (issue 30), in stock images: the base
+# rootfs alone (stock libibverbs1, ibverbs-utils; nothing of ours), as users' images are.
+# ctr_exec_pingpong CTR_SRV CTR_CLI PORT: ibv_rc_pingpong, server in CTR_SRV on DEV0,
+# client in CTR_CLI on DEV1; prints "served" when the server process had our Go part
+# mapped, then both exit statuses.
+ctr_exec_pingpong() {
+  podman exec "$1" sh -c "ibv_rc_pingpong -d $DEV0 -g $GID0 -p $3 > /tmp/srv.log 2>&1 & s=\$!; i=0
+    until grep -q libusb4_rdma-go.so /proc/\$s/maps 2>/dev/null || [ \$i -ge 40 ]; do sleep 0.5; i=\$((i + 1)); done
+    grep -q libusb4_rdma-go.so /proc/\$s/maps 2>/dev/null && echo served > /tmp/served
+    wait \$s; echo \$? > /tmp/srv.rc" > /dev/null 2>&1 &
+  sleep 3
+  timeout $TIMEOUT podman exec "$2" ibv_rc_pingpong -d "$DEV1" -g "$GID1" -p "$3" "$IP0" > $WORK/cli.log 2>&1
+  echo "client=$?"
+  wait
+  podman exec "$1" sh -c 'cat /tmp/srv.log; echo "server=$(cat /tmp/srv.rc)"; cat /tmp/served 2>/dev/null; rm -f /tmp/served /tmp/srv.rc'
+}
+# pingpong_verdict CASE OUT: passes when both exited 0 and the server was ours.
+pingpong_verdict() {
+  echo "    client:"; show $WORK/cli.log
+  echo "$2" | sed 's/^/    | /'
+  why=""
+  echo "$2" | grep -q '^client=0$' || why="client $(echo "$2" | grep '^client=')"
+  echo "$2" | grep -q '^server=0$' || why="${why:+$why; }server $(echo "$2" | grep '^server=')"
+  echo "$2" | grep -q '^served$' || why="${why:+$why; }libusb4_rdma-go.so not in the server's /proc/PID/maps"
+  if [ -z "$why" ]; then pass "$1"; else fail "$1" "$why"; fi
+}
+# stock_run NAME IMG DEVICE...: a long-running container of IMG as the documented run line.
+stock_run() {
+  n=$1 img=$2; shift 2
+  fl=""
+  for d in "$@"; do fl="$fl --device=$(uverbs "$d")"; done
+  podman rm -f "$n" > /dev/null 2>&1
+  podman run -d --name "$n" --network=host $fl --device=/dev/infiniband/rdma_cm $LIMIT_FLAGS $RXE_ENV \
+    "$img" sleep 3600 > $WORK/run.log 2>&1 || { show $WORK/run.log; return 1; }
+}
+# ours_left CTR: what of a usb4_rdma provider is in the container.
+ours_left() {
+  podman exec "$1" sh -c 'ls -d /usr/lib/x86_64-linux-gnu/libibverbs/libusb4_rdma* /etc/libibverbs.d/usb4_rdma.driver /usr/bin/usb4verbs-container 2>/dev/null' | tr '\n' ' '
+}
+
+stock_cases() {
+  b=$1 img=localhost/stock-$1
+  echo "=== stock-$b: import"
+  if ! (tar -C $F/stock/$b -cf - . | podman import - $img) > $WORK/import.log 2>&1; then
+    show $WORK/import.log; fail stock-$b/import "podman import failed"; return
+  fi
+  rm -rf "${F:?}/stock/$b"
+
+  # (1) The package switch, as a user does it on a host that has the module's package:
+  # apt installs ours over usb4-rdma-provider; the tools run through ours; theirs is
+  # refused over ours; apt remove leaves nothing.
+  c=switch-$b
+  if stock_run $c $img "$DEV0" "$DEV1"; then
+    podman cp $F/pkg/usb4-rdma-provider_*.deb $c:/tmp/theirs.deb && podman cp $F/pkg/usb4verbs_*_amd64.deb $c:/tmp/ours.deb
+    podman exec $c dpkg -i /tmp/theirs.deb > $WORK/out.log 2>&1
+    if podman exec $c dpkg-query -W -f '${Status}' usb4-rdma-provider 2>/dev/null | grep -q 'install ok installed'; then
+      pass "stock-$b/switch/module-package ($(cat $F/stock/module-so))"
+    else show $WORK/out.log; fail stock-$b/switch/module-package "dpkg -i usb4-rdma-provider did not install"; fi
+    podman exec -e DEBIAN_FRONTEND=noninteractive $c apt-get install -y --no-install-recommends /tmp/ours.deb > $WORK/out.log 2>&1
+    r=$?; show $WORK/out.log
+    st=$(podman exec $c dpkg-query -W -f '${Status}' usb4-rdma-provider 2>/dev/null)
+    if [ $r = 0 ] && ! echo "$st" | grep -q 'install ok installed'; then pass stock-$b/switch/apt-install
+    else fail stock-$b/switch/apt-install "apt-get install exit $r; usb4-rdma-provider: ${st:-gone}"; fi
+    podman exec -e USB4VERBS_DEBUG=1 $c ibv_devices > $WORK/out.log 2>&1
+    r=$?; show $WORK/out.log
+    if [ $r = 0 ] && grep -q '^libusb4_rdma: libibverbs PABI' $WORK/out.log && grep -q "$DEV0" $WORK/out.log; then
+      pass stock-$b/switch/ibv_devices
+    else fail stock-$b/switch/ibv_devices "exit $r, or no probe line of ours or no $DEV0"; fi
+    pingpong_verdict stock-$b/switch/ibv_rc_pingpong "$(ctr_exec_pingpong $c $c 18530)"
+    podman exec $c dpkg -i /tmp/theirs.deb > $WORK/out.log 2>&1
+    r=$?; show $WORK/out.log
+    if [ $r != 0 ] && grep -q 'conflicting packages' $WORK/out.log; then pass stock-$b/switch/theirs-over-ours-refused
+    else fail stock-$b/switch/theirs-over-ours-refused "dpkg -i exit $r without dpkg's conflict"; fi
+    podman exec -e DEBIAN_FRONTEND=noninteractive $c apt-get remove -y usb4verbs > $WORK/out.log 2>&1
+    r=$?; left=$(ours_left $c)
+    if [ $r = 0 ] && [ -z "$left" ]; then pass stock-$b/switch/apt-remove
+    else show $WORK/out.log; fail stock-$b/switch/apt-remove "apt-get remove exit $r; left: $left"; fi
+  else
+    fail stock-$b/switch "the container did not start"
+  fi
+  podman rm -f $c > /dev/null 2>&1
+
+  # (2) usb4verbs-container from the host into two running stock containers, then the
+  # stock tools in them and a pingpong between them.
+  ok=1
+  for c in cmdA-$b:$DEV0 cmdB-$b:$DEV1; do
+    stock_run ${c%%:*} $img ${c#*:} || { ok=0; fail stock-$b/command "container ${c%%:*} did not start"; }
+  done
+  if [ $ok = 1 ]; then
+    for c in cmdA-$b cmdB-$b; do
+      usb4verbs-container $c > $WORK/out.log 2>&1
+      r=$?; show $WORK/out.log
+      if [ $r = 0 ] && grep -q 'ibv_devices in' $WORK/out.log; then pass stock-$b/command/$c
+      else fail stock-$b/command/$c "usb4verbs-container exit $r"; fi
+    done
+    single_exec() {
+      podman exec cmdA-$b "$@" > $WORK/out.log 2>&1; r=$?; echo "    podman exec cmdA-$b $*"; show $WORK/out.log
+    }
+    single_exec ibv_devices
+    if [ $r = 0 ] && grep -q "$DEV0" $WORK/out.log; then pass stock-$b/command/ibv_devices
+    else fail stock-$b/command/ibv_devices "exit $r or no $DEV0"; fi
+    single_exec ibv_devinfo -v -d "$DEV0"
+    if [ $r = 0 ] && grep -q PORT_ACTIVE $WORK/out.log; then pass stock-$b/command/ibv_devinfo_-v
+    else fail stock-$b/command/ibv_devinfo_-v "exit $r or no active port"; fi
+    pingpong_verdict stock-$b/command/ibv_rc_pingpong "$(ctr_exec_pingpong cmdA-$b cmdB-$b 18531)"
+    usb4verbs-container --remove cmdA-$b > $WORK/out.log 2>&1
+    r=$?; left=$(ours_left cmdA-$b)
+    if [ $r = 0 ] && [ -z "$left" ]; then pass stock-$b/command/remove
+    else show $WORK/out.log; fail stock-$b/command/remove "exit $r; left: $left"; fi
+  fi
+  podman rm -f cmdA-$b cmdB-$b > /dev/null 2>&1
+
+  # (3) The module's way: its copy script's cp of one -rdmavNN.so name and the .driver
+  # file (pleite-main:tools/ci/install-provider-into-container.sh). Ours then fails the
+  # first open with one line that names usb4verbs-container.
+  c=copy-$b
+  if stock_run $c $img "$DEV0"; then
+    podman cp "$HOST_PROVDIR/libusb4_rdma-rdmav34.so" $c:/usr/lib/x86_64-linux-gnu/libibverbs/libusb4_rdma-rdmav34.so
+    podman cp /etc/libibverbs.d/usb4_rdma.driver $c:/etc/libibverbs.d/usb4_rdma.driver
+    podman exec $c ibv_devinfo -d "$DEV0" > $WORK/out.log 2>&1
+    r=$?; show $WORK/out.log
+    n=$(grep -c '^libusb4_rdma: .*cannot open' $WORK/out.log)
+    if [ $r != 0 ] && [ "$n" = 1 ] && grep -q "^libusb4_rdma: .*usb4verbs-container <container>" $WORK/out.log; then
+      pass stock-$b/single-file-copy
+    else fail stock-$b/single-file-copy "exit $r, $n 'cannot open' lines; want one naming usb4verbs-container"; fi
+  else
+    fail stock-$b/single-file-copy "the container did not start"
+  fi
+  podman rm -f $c > /dev/null 2>&1
+  podman rmi -f $img > /dev/null 2>&1
+}
+
+# The container host gets usb4verbs from the tarball (POSIX install.sh, as on a host
+# without a package of ours); its usb4verbs-container serves the stock cases.
+host_install() {
+  rm -rf /tmp/u4tgz; mkdir -p /tmp/u4tgz
+  tar -xzf $F/pkg/usb4verbs-*-linux-amd64.tar.gz -C /tmp/u4tgz && sh /tmp/u4tgz/usb4verbs-*/install.sh > $WORK/out.log 2>&1
+  r=$?; show $WORK/out.log
+  HOST_PROVDIR=$(sed -n 's#^driver \(/.*\)/libusb4_rdma$#\1#p' /etc/libibverbs.d/usb4_rdma.driver 2>/dev/null)
+  if [ $r = 0 ] && [ -n "$HOST_PROVDIR" ] && command -v usb4verbs-container > /dev/null; then pass host/install; return 0; fi
+  fail host/install "install.sh exit $r"; return 1
+}
+
 echo "=== engine"
 if ! setup_engine; then fail engine "podman does not run"; exit 1; fi
 pass engine
@@ -227,6 +370,13 @@ for b in $BASES; do
   fi
   image_cases $b
 done
+STOCK=$(cd $F/stock && ls -d */ 2>/dev/null | tr -d / | tr '\n' ' ')
+if [ -n "$STOCK" ]; then
+  export PATH=/usr/local/sbin:/usr/local/bin:$PATH
+  if host_install; then
+    for b in $STOCK; do stock_cases $b; done
+  fi
+fi
 
 # --- rdma netns mode exclusive: a container with its own network sees no device (doctor
 # says so and names --network=host); with the host's network it works. The mode can be

@@ -41,8 +41,20 @@ debs=("$PKG_OUT"/usb4verbs_*_amd64.deb)
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$WORK/files/pkg" "$WORK/files/containers" "$WORK/files/rootfs"
+mkdir -p "$WORK/files/pkg" "$WORK/files/containers" "$WORK/files/rootfs" "$WORK/files/stock"
 cp "${debs[0]}" "$WORK/files/pkg/"
+# The switch from the module's own provider (guest.sh stock_cases): our tarball for the
+# container host, and the module's usb4-rdma-provider .deb, holding its C provider where
+# the usb4 stage built one (tests/bench/upstream-provider.sh), else a stand-in file.
+tgz=("$PKG_OUT"/usb4verbs-*-linux-amd64.tar.gz)
+[[ -f ${tgz[0]} ]] || die "no usb4verbs-*-linux-amd64.tar.gz in $PKG_OUT; run 'make package'"
+cp "${tgz[0]}" "$WORK/files/pkg/"
+upstream_so=$REPO/build/usb4/upstream/libusb4_rdma-rdmav34.so
+[[ -f $upstream_so ]] || upstream_so=""
+NFPM=${NFPM:-$CACHE/bin/nfpm} "$REPO/packaging/testdata/module-provider-pkg.sh" deb "$WORK/files/pkg" ${upstream_so:+"$upstream_so"} \
+  > /dev/null 2> "$WORK/module-pkg.log" || { cat "$WORK/module-pkg.log" >&2; die "the module's provider package could not be built"; }
+if [[ -n $upstream_so ]]; then what="the module's C provider, tests/bench/upstream-provider.sh"; else what="a stand-in file"; fi
+echo "$what" > "$WORK/files/stock/module-so"
 local b suite root rc=0
 have=()
 for b in "${bases[@]}"; do
@@ -66,6 +78,20 @@ for b in "${bases[@]}"; do
 done
 ((${#have[@]})) || { result SKIP ctr/all "no base rootfs could be assembled"; exit 0; }
 printf '%s\n' "${have[*]}" > "$WORK/files/bases"
+# Stock images (CTR_STOCK_BASES): the base rootfs alone, stock libibverbs1 and
+# ibverbs-utils and nothing of ours; our package or usb4verbs-container goes in at run time.
+for b in ${CTR_STOCK_BASES-debian12 ubuntu2404}; do
+  case $b in
+    debian12) suite=bookworm ;; ubuntu2204) suite=jammy ;; ubuntu2404) suite=noble ;;
+    *) die "unknown stock base $b" ;;
+  esac
+  rc=0
+  root=$(ctr_rootfs "$suite") || rc=$?
+  if ((rc == 77)); then rc=0; result SKIP "ctr/stock-$b" "no $suite rootfs: its archive is not reachable"; continue; fi
+  ((rc == 0)) || die "rootfs for stock $b failed"
+  cp -a "$root" "$WORK/files/stock/$b"
+  rm -f "$WORK/files/stock/$b"/{.done,.debs}
+done
 
 mkdir -p "$REPO/build/containers"
 local tree src
@@ -120,7 +146,7 @@ boot() {
   rm -f "$out.hung"
   for try in 1 2; do
     r=0
-    USB4_TREE=$1 USERLAND=bookworm VM_TIMEOUT=${VM_TIMEOUT:-900} VM_MEM=${VM_MEM:-3072} \
+    USB4_TREE=$1 USERLAND=bookworm VM_TIMEOUT=${VM_TIMEOUT:-1800} VM_MEM=${VM_MEM:-4096} \
       VM_EXTRA_KMODS="overlay veth" \
       VM_EXTRA_DEBS="podman crun conmon golang-github-containers-common${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
       VM_DENY_DEBS="runc" VM_FILES="$WORK/files" VM_GUEST_SCRIPT="$REPO/tests/containers/guest.sh" \

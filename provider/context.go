@@ -48,6 +48,8 @@ type Context struct {
 	onRemoved func()          // WatchRemoval's callback
 	watcher   *removalWatcher // set while watched
 	realFDs   bool            // the fds are the process's (not a fake kernel's)
+
+	dmabufImport *DmabufImport // on mu: DmabufImport's answer, once tried
 }
 
 // object is what the context tracks so Close can destroy leftovers.

@@ -103,3 +103,129 @@ func TestRegDmabufMRGoesToTheKernel(t *testing.T) {
 		t.Errorf("dereg: %v", err)
 	}
 }
+
+// dmabufModule plays a module with reg_user_mr_dmabuf on the fake kernel:
+// length 0 is EINVAL (its own check), a registration of the probe's buffer
+// answers imp (0: registers), fd -1 EBADF. It counts the registrations
+// that reached it and the MRs destroyed.
+type dmabufModule struct {
+	imp     unix.Errno
+	regs    int
+	destroy int
+}
+
+func (m *dmabufModule) install(k *fakeKernel) {
+	k.methods[methodKey(uapi.UVERBS_OBJECT_MR, uapi.UVERBS_METHOD_REG_DMABUF_MR)] = func(call *fakeCall, out func(uint16) []byte, set func(uint16, uint64)) error {
+		m.regs++
+		length := binary.LittleEndian.Uint64(call.attr(uapi.UVERBS_ATTR_REG_DMABUF_MR_LENGTH).in)
+		fd := int32(binary.LittleEndian.Uint32(call.attr(uapi.UVERBS_ATTR_REG_DMABUF_MR_FD).in))
+		switch {
+		case m.imp == unix.EOPNOTSUPP: // the uverbs core: no op
+			return unix.EOPNOTSUPP
+		case length == 0:
+			return unix.EINVAL
+		case fd < 0:
+			return unix.EBADF
+		case m.imp != 0:
+			return m.imp
+		}
+		set(uapi.UVERBS_ATTR_REG_DMABUF_MR_HANDLE, 3)
+		return nil
+	}
+	k.writeCmd[uapi.IB_USER_VERBS_CMD_DEREG_MR] = func(in, out []byte) error { m.destroy++; return nil }
+	k.methods[methodKey(uapi.UVERBS_OBJECT_MR, uapi.UVERBS_METHOD_MR_DESTROY)] = func(*fakeCall, func(uint16) []byte, func(uint16, uint64)) error {
+		m.destroy++
+		return nil
+	}
+}
+
+// TestNCCLProbePredictsTheFirstRegistration: NCCL's probe
+// (ibv_reg_dmabuf_mr(pd, 0, 0, 0, -1, 0)) through our provider predicts
+// whether the registration of a real dma-buf right after it succeeds
+// (issue 33 item 2). A module that has the op but cannot import any dma-buf
+// (pleite-gda, pleite-gda-8099446, pleite-main: ib_register_device(...,
+// NULL)) answers the probe's length 0 with EINVAL, "supported" to NCCL, and
+// every real registration with EINVAL: there the provider's one real
+// attempt (a one-page udmabuf) is refused, so the probe answers EOPNOTSUPP.
+// Where the attempt registers (hellas-gda-v2), cannot be made (no
+// /dev/udmabuf, panic_on_warn, USB4VERBS_DMABUF_PROBE=0) or the kernel has
+// no op (EOPNOTSUPP), the kernel's answer stands.
+// Saw it fail before: the probe answered EINVAL on the pleite-like module.
+func TestNCCLProbePredictsTheFirstRegistration(t *testing.T) {
+	const probeFD, page = 77, 4096
+	saveDmabuf, savePanic := probeDmabuf, panicOnWarn
+	t.Cleanup(func() { probeDmabuf, panicOnWarn = saveDmabuf, savePanic })
+	for _, tc := range []struct {
+		name      string
+		imp       unix.Errno // the module's answer to a real registration (EOPNOTSUPP: no op)
+		noBuf     bool       // no dma-buf to try with (no /dev/udmabuf)
+		panicWarn bool
+		env       string
+		probe     unix.Errno // what NCCL's probe must get
+		state     DmabufImportState
+		made      int // udmabufs made
+	}{
+		{name: "no DMA device (pleite)", imp: unix.EINVAL, probe: unix.EOPNOTSUPP, state: DmabufImportRefused, made: 1},
+		{name: "imports (hellas-gda-v2)", probe: unix.EINVAL, state: DmabufImportWorks, made: 1},
+		{name: "no op (hellas-main, rxe)", imp: unix.EOPNOTSUPP, probe: unix.EOPNOTSUPP, state: DmabufImportNotOffered},
+		{name: "no udmabuf", imp: unix.EINVAL, noBuf: true, probe: unix.EINVAL, state: DmabufImportUnknown, made: 1},
+		{name: "panic_on_warn", imp: unix.EINVAL, panicWarn: true, probe: unix.EINVAL, state: DmabufImportUnknown},
+		{name: "turned off", imp: unix.EINVAL, env: "0", probe: unix.EINVAL, state: DmabufImportUnknown},
+		{name: "other errno", imp: unix.EFAULT, probe: unix.EINVAL, state: DmabufImportUnknown, made: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(dmabufProbeEnv, tc.env)
+			made, closed := 0, 0
+			probeDmabuf = func() (int, uint64, func(), error) {
+				made++
+				if tc.noBuf {
+					return -1, 0, nil, unix.EACCES
+				}
+				return probeFD, page, func() { closed++ }, nil
+			}
+			panicOnWarn = func() bool { return tc.panicWarn }
+			k := newFakeKernel()
+			m := &dmabufModule{imp: tc.imp}
+			m.install(k)
+			c := openFake(t, k, Driver{})
+			defer c.Close()
+			pd, err := c.AllocPD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ { // NCCL probes once per device; the attempt is made once per context
+				_, err = pd.RegDmabufMR(0, 0, 0, -1, 0)
+				if !errors.Is(err, tc.probe) {
+					t.Fatalf("probe %d: %v, want %v", i, err, tc.probe)
+				}
+				if tc.probe == unix.EOPNOTSUPP && !errors.Is(err, ErrNotSupported) {
+					t.Errorf("probe %d: %v does not match ErrNotSupported", i, err)
+				}
+			}
+			if d := c.DmabufImport(); d.State != tc.state || d.Why == "" {
+				t.Errorf("DmabufImport %+v, want %v", d, tc.state)
+			}
+			wantClosed := made
+			if tc.noBuf {
+				wantClosed = 0
+			}
+			if made != tc.made || closed != wantClosed {
+				t.Errorf("udmabufs made %d closed %d, want %d made, all closed", made, closed, tc.made)
+			}
+			if tc.state == DmabufImportWorks && m.destroy != 1 {
+				t.Errorf("the attempt's MR destroyed %d times, want 1", m.destroy)
+			}
+			// The first real registration after the probe: it succeeds
+			// exactly where the probe did not say EOPNOTSUPP (unknown
+			// cases excepted: there the kernel's answer stands).
+			mr, err := pd.RegDmabufMR(0, page, 0, probeFD, uapi.IB_UVERBS_ACCESS_LOCAL_WRITE)
+			registers := err == nil
+			if mr != nil {
+				_ = mr.Destroy()
+			}
+			if tc.state != DmabufImportUnknown && registers != (tc.probe != unix.EOPNOTSUPP) {
+				t.Errorf("probe said %v, first registration: %v", tc.probe, err)
+			}
+		})
+	}
+}

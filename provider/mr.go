@@ -64,7 +64,23 @@ func (pd *PD) RegMR(addr uintptr, length, iova uint64, access uint32) (*MR, erro
 // reg_user_mr_dmabuf before it looks at them, and NCCL's probe
 // (offset, length, iova 0, fd -1) decides on that errno, so a check here
 // would answer "supported" (EINVAL) where the kernel says it is not.
+//
+// The one exception is NCCL's probe itself (length 0, which never
+// registers): where the kernel's answer would read as "supported" but this
+// provider has established that no dma-buf can be imported on the device
+// (dmabufImport, docs/dmabuf.md), the probe answers EOPNOTSUPP.
 func (pd *PD) RegDmabufMR(offset, length, iova uint64, fd int, access uint32) (*MR, error) {
+	mr, err := pd.regDmabufMR(offset, length, iova, fd, access)
+	if err != nil && length == 0 && !errors.Is(err, ErrNotSupported) {
+		if imp := pd.ctx.DmabufImport(); imp.State == DmabufImportRefused {
+			return nil, verbError("reg dmabuf mr", errNotSupported("the device cannot import a dma-buf: "+imp.Why, unix.EOPNOTSUPP))
+		}
+	}
+	return mr, err
+}
+
+// regDmabufMR is RegDmabufMR's kernel call.
+func (pd *PD) regDmabufMR(offset, length, iova uint64, fd int, access uint32) (*MR, error) {
 	const verb = "reg dmabuf mr"
 	if err := pd.lock(verb); err != nil {
 		return nil, err

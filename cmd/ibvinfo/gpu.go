@@ -16,10 +16,22 @@ import (
 // --use_rocm/--use_cuda_dmabuf and PyTorch register GPU buffers. The answer
 // is NCCL's own probe, made through our provider: a registration of length
 // 0 on fd -1, which a kernel without dma-buf MRs refuses with EOPNOTSUPP
-// (or EPROTONOSUPPORT) and one with them with any other errno.
+// (or EPROTONOSUPPORT) and one with them with any other errno; our provider
+// answers it EOPNOTSUPP too where its one real registration of a udmabuf
+// showed that the device cannot import any dma-buf (provider.DmabufImport,
+// docs/dmabuf.md).
 type gpuMemory struct {
-	// Supported: dma-buf MRs register (the probe was not EOPNOTSUPP/EPROTONOSUPPORT).
+	// Supported: NCCL reads the probe as "dma-buf MRs register" (it was not
+	// EOPNOTSUPP/EPROTONOSUPPORT).
 	Supported bool `json:"supported"`
+	// State: "registers" (a real dma-buf registered), "cannot import" (a
+	// real one was refused: the probe says EOPNOTSUPP), "not offered" (the
+	// kernel has no dma-buf MRs for the device), "unverified" (the kernel
+	// says supported, no real registration could be tried), "" not probed.
+	State string `json:"state,omitempty"`
+	// Import says how the provider's real registration went (or why it was
+	// not made).
+	Import string `json:"import,omitempty"`
 	// Probe is the probe's errno name (EINVAL, EOPNOTSUPP, ...), or the error.
 	Probe string `json:"probe"`
 	// GPUDirect is the module's gpu_direct parameter (auto, on, off), where
@@ -63,15 +75,34 @@ func probeGPUMemory(ctx *provider.Context, usb4 bool, gpuDirect string) gpuMemor
 	}
 	g.Probe = errnoName(no)
 	g.Supported = no != unix.EOPNOTSUPP && no != unix.EPROTONOSUPPORT
+	imp := ctx.DmabufImport()
+	g.State, g.Import = gpuState(g.Supported, imp.State), imp.Why
 	g.Note = gpuNote(g, usb4)
 	return g
+}
+
+// gpuState names what the probe and the provider's import attempt showed.
+func gpuState(supported bool, imp provider.DmabufImportState) string {
+	switch {
+	case imp == provider.DmabufImportRefused:
+		return "cannot import"
+	case !supported:
+		return "not offered"
+	case imp == provider.DmabufImportWorks:
+		return "registers"
+	}
+	return "unverified"
 }
 
 // gpuNote explains a probe's answer.
 func gpuNote(g gpuMemory, usb4 bool) string {
 	switch {
+	case g.State == "cannot import":
+		return "the device cannot import a dma-buf: " + g.Import + "; so NCCL's probe answers EOPNOTSUPP and NCCL stages GPU buffers through host memory"
+	case g.State == "unverified":
+		return "the kernel accepts dma-buf MRs (probe " + g.Probe + "), but no real registration was tried: " + g.Import
 	case g.Supported:
-		return "dma-buf MRs register (the kernel checked the probe's arguments: " + g.Probe + ")"
+		return "dma-buf MRs register (" + g.Import + "; the kernel checked the probe's arguments: " + g.Probe + ")"
 	case usb4 && g.GPUDirect == "off":
 		return "thunderbolt_ibverbs was loaded with gpu_direct=off"
 	case usb4 && g.GPUDirect != "":
@@ -87,9 +118,13 @@ func gpuText(g *gpuMemory) string {
 	if g == nil {
 		return "-"
 	}
-	yes := "no"
-	if g.Supported {
+	yes := g.State
+	switch {
+	case yes != "":
+	case g.Supported:
 		yes = "yes"
+	default:
+		yes = "no"
 	}
 	extra := ""
 	if g.GPUDirect != "" {
@@ -147,13 +182,19 @@ func checkGPUMemory(e doctorEnv) check {
 	if len(devs) == 0 {
 		return skip(id, "no usb4 device to probe")
 	}
-	var yes, no, unknown []string
-	note := ""
+	var yes, no, unknown, cannot, unverified []string
+	note, cannotWhy := "", ""
 	for _, d := range devs {
 		g, ok := e.gpu[d.Name]
 		switch {
 		case !ok || g.Note == "not probed":
 			unknown = append(unknown, d.Name+" ("+g.Probe+")")
+		case g.State == "cannot import":
+			cannot = append(cannot, d.Name)
+			cannotWhy = g.Import
+		case g.State == "unverified":
+			unverified = append(unverified, d.Name)
+			yes = append(yes, d.Name)
 		case g.Supported:
 			yes = append(yes, d.Name)
 		default:
@@ -162,6 +203,17 @@ func checkGPUMemory(e doctorEnv) check {
 		}
 	}
 	switch {
+	case len(cannot) > 0:
+		return warn(id, fmt.Sprintf("GPU memory (dma-buf MRs) cannot be imported on %s: %s; NCCL's dma-buf probe answers EOPNOTSUPP there, "+
+			"so NCCL, RCCL and perftest stage GPU buffers through host memory", strings.Join(cannot, ", "), cannotWhy),
+			"no module parameter turns the import on: the module registers its ib_device without a DMA device "+
+				"(ib_register_device(..., NULL)); a build that passes its ring's DMA device imports dma-bufs (hellas-gda-v2 does)")
+	case len(unverified) > 0:
+		return warn(id, fmt.Sprintf("the kernel accepts dma-buf MRs on %s (NCCL's probe says supported), but no real dma-buf registration could be tried (%s): "+
+			"on a module without a DMA device every GPU-buffer registration then fails with EINVAL", strings.Join(unverified, ", "), e.gpu[unverified[0]].Import),
+			"if NCCL/RCCL fail registering GPU buffers (ibv_reg_dmabuf_mr: EINVAL), run them with NCCL_DMABUF_ENABLE=0 "+
+				"(or NCCL_NET_GDR_LEVEL=LOC) so they stage through host memory; or let the provider try one registration: "+
+				"give the user read-write access to /dev/udmabuf (modprobe udmabuf) and leave USB4VERBS_DMABUF_PROBE unset")
 	case len(no) > 0:
 		return warn(id, fmt.Sprintf("GPU memory (dma-buf MRs) is refused on %s: %s (NCCL, RCCL and perftest fall back to host memory)",
 			strings.Join(no, ", "), note), gpuFix(param))

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"usb4verbs/internal/sysinfo"
+	"usb4verbs/provider"
 )
 
 // gpuSys is a system with two usb4 devices and thunderbolt_ibverbs loaded
@@ -89,6 +90,49 @@ func TestErrnoName(t *testing.T) {
 	for no, want := range map[unix.Errno]string{unix.EOPNOTSUPP: "EOPNOTSUPP", unix.EINVAL: "EINVAL", unix.EBADF: "EBADF"} {
 		if got := errnoName(no); got != want {
 			t.Errorf("errnoName(%d) = %q, want %q", int(no), got, want)
+		}
+	}
+}
+
+// TestGPUMemoryImportStates (issue 33 item 2): per device, "GPU memory:
+// registers / cannot import (why) / not offered", and doctor's advice where
+// the provider could not establish the import (the kernel's EINVAL stands:
+// NCCL_DMABUF_ENABLE=0) or established that it cannot import.
+func TestGPUMemoryImportStates(t *testing.T) {
+	mk := func(supported bool, probe string, imp provider.DmabufImportState, why string) gpuMemory {
+		g := gpuMemory{Supported: supported, Probe: probe, Import: why}
+		g.State = gpuState(supported, imp)
+		g.Note = gpuNote(g, true)
+		return g
+	}
+	cannot := mk(false, "EOPNOTSUPP", provider.DmabufImportRefused, "a well-formed registration of a 4096-byte udmabuf was refused with EINVAL")
+	registers := mk(true, "EINVAL", provider.DmabufImportWorks, "a 4096-byte udmabuf registered")
+	unverified := mk(true, "EINVAL", provider.DmabufImportUnknown, "not tried (no dma-buf to try with: /dev/udmabuf: permission denied)")
+	notOffered := mk(false, "EOPNOTSUPP", provider.DmabufImportNotOffered, "the kernel has no dma-buf MRs")
+	for g, want := range map[*gpuMemory]string{&cannot: "cannot import (probe EOPNOTSUPP)", &registers: "registers (probe EINVAL)",
+		&unverified: "unverified (probe EINVAL)", &notOffered: "not offered (probe EOPNOTSUPP)"} {
+		if s := gpuText(g); s != want {
+			t.Errorf("gpuText %q, want %q", s, want)
+		}
+	}
+	if !strings.Contains(cannot.Note, "refused with EINVAL") || !strings.Contains(cannot.Note, "EOPNOTSUPP") {
+		t.Errorf("cannot-import note %q", cannot.Note)
+	}
+	for _, c := range []struct {
+		name     string
+		gpu      map[string]gpuMemory
+		verdict  string
+		msg, fix string
+	}{
+		{"pleite (no DMA device)", map[string]gpuMemory{"usb4_rdma0": cannot, "usb4_rdma5": cannot}, verdictWarn,
+			"cannot be imported on usb4_rdma0, usb4_rdma5", "without a DMA device"},
+		{"hellas-gda-v2", map[string]gpuMemory{"usb4_rdma0": registers, "usb4_rdma5": registers}, verdictOK, "registers on usb4_rdma0, usb4_rdma5", ""},
+		{"not verified", map[string]gpuMemory{"usb4_rdma0": unverified, "usb4_rdma5": registers}, verdictWarn,
+			"no real dma-buf registration could be tried (not tried", "NCCL_DMABUF_ENABLE=0"},
+	} {
+		got := checkGPUMemory(doctorEnv{sys: gpuSys(""), gpu: c.gpu})
+		if got.Verdict != c.verdict || !strings.Contains(got.Message, c.msg) || !strings.Contains(got.Fix, c.fix) || (c.fix == "") != (got.Fix == "") {
+			t.Errorf("%s: %+v, want verdict %s, message with %q, fix with %q", c.name, got, c.verdict, c.msg, c.fix)
 		}
 	}
 }

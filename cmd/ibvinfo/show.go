@@ -170,7 +170,7 @@ func printShow(p *printer, rep showReport) {
 				rows = append(rows, []string{d.Name, gpuText(ld.GPUMemory), ld.GPUMemory.Note})
 			}
 		}
-		p.table([]string{"DEVICE", "REGISTERS", "WHY"}, rows)
+		p.table([]string{"DEVICE", "GPU MEMORY", "WHY"}, rows)
 	}
 
 	p.section("\nThunderbolt links")

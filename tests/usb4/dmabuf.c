@@ -23,6 +23,14 @@
 //   reg_offset_past   offset at the end of the buffer
 //   reg_length_past   length beyond the buffer
 //   reg_iova_misaligned offset and iova on different page offsets
+//   nccl_predicts     NCCL's probe said what "reg" then did (outcome yes/no):
+//                     supported exactly where a real dma-buf registers (issue 33)
+//   reg_mr_ex_probe   NCCL's probe through ibv_reg_mr_ex (rdma-core 59+: fd,
+//                     fd_offset, iova, length 0, fd -1): nccl_probe's answer
+//   reg_mr_ex_fd      4096 bytes of the vgem buffer through ibv_reg_mr_ex:
+//                     ibv_reg_dmabuf_mr's answer for the same arguments
+//   reg_mr_ex_addr    a heap buffer through ibv_reg_mr_ex (addr): registers
+//                     (libibverbs routes the slot we leave to it to our reg_mr)
 //   control_<op>      the four transfers below between ordinary MRs, so that the
 //                     cases and their checks are known to work on the device pair
 //   write, read, send_recv, write_with_imm
@@ -35,6 +43,7 @@
 #include "../reliability/rel.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
@@ -321,13 +330,64 @@ fail:
 	rel_fail(name, t0, "%s", why);
 }
 
+// struct ibv_mr_init_attr of rdma-core 59+ (this file builds against older
+// headers too: ibv_reg_mr_ex is looked up at run time), zero tail for fields
+// later releases add behind a comp_mask bit we never set.
+struct mr_init_attr59 {
+	size_t length;
+	int access;
+	uint64_t comp_mask;
+	uint64_t iova;
+	void *addr;
+	int fd;
+	uint64_t fd_offset;
+	void *dmah;
+	uint64_t tail[8];
+};
+enum { MR59_IOVA = 1, MR59_ADDR = 2, MR59_FD = 4, MR59_FD_OFFSET = 8 };
+typedef struct ibv_mr *(*reg_mr_ex_fn)(struct ibv_pd *, struct mr_init_attr59 *);
+
+static reg_mr_ex_fn reg_mr_ex(void)
+{
+	return (reg_mr_ex_fn)dlsym(RTLD_DEFAULT, "ibv_reg_mr_ex");
+}
+
+// mr_ex_case: ibv_reg_mr_ex with an fd, against ibv_reg_dmabuf_mr's answer
+// (want: "ok" or an errno name) for the same arguments.
+static void mr_ex_case(const char *name, struct ibv_pd *pd, uint64_t off, size_t len, uint64_t iova, int fd, int access,
+		       const char *want)
+{
+	double t0 = rel_now();
+	reg_mr_ex_fn f = reg_mr_ex();
+	if (!f) {
+		outcome(name, "skip");
+		rel_skip(name, "no ibv_reg_mr_ex in this libibverbs (rdma-core < 59)");
+		return;
+	}
+	struct mr_init_attr59 in = {.length = len, .access = access, .comp_mask = MR59_FD | MR59_FD_OFFSET | MR59_IOVA,
+				    .iova = iova, .fd = fd, .fd_offset = off};
+	errno = 0;
+	struct ibv_mr *mr = f(pd, &in);
+	const char *got = mr ? "ok" : rel_errname(errno);
+	outcome(name, got);
+	if (mr) {
+		int type;
+		memcpy(&type, (char *)mr + 48, sizeof(type)); // verbs_mr.mr_type
+		rel_check(strcmp(want, "ok") == 0 && type == 3 && mr->length == len, name, t0,
+			  "registered, mr_type %d length %zu; ibv_reg_dmabuf_mr: %s", type, mr->length, want);
+		ibv_dereg_mr(mr);
+		return;
+	}
+	rel_check(strcmp(got, want) == 0, name, t0, "%s; ibv_reg_dmabuf_mr: %s", got, want);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc, (void)argv;
 	rel_prog = "dmabuf";
 	static const char *data_cases[] = {"write", "read", "send_recv", "write_with_imm"};
 	const char *regs[] = {"reg", "reg_offset", "reg_fd-1", "reg_not_dmabuf", "reg_offset_past", "reg_length_past",
-			      "reg_iova_misaligned"};
+			      "reg_iova_misaligned", "nccl_predicts", "reg_mr_ex_fd"};
 	struct rel_end A, B;
 	const char *what = "";
 	// rel_pair_open registers an ordinary buffer too (unused here).
@@ -348,6 +408,26 @@ int main(int argc, char **argv)
 	} else {
 		rel_check(e != 0, "nccl_probe", t0, "%s: NCCL reads dma-buf MRs as %s", rel_errname(e),
 			  supported ? "supported" : "unsupported");
+	}
+	mr_ex_case("reg_mr_ex_probe", A.pd, 0, 0, 0, -1, 0, pm ? "ok" : rel_errname(e));
+	{
+		double ta = rel_now();
+		reg_mr_ex_fn f = reg_mr_ex();
+		void *heap = NULL;
+		if (!f) {
+			outcome("reg_mr_ex_addr", "skip");
+			rel_skip("reg_mr_ex_addr", "no ibv_reg_mr_ex in this libibverbs (rdma-core < 59)");
+		} else if (!posix_memalign(&heap, 4096, 8192)) {
+			struct mr_init_attr59 in = {
+				.length = 8192, .access = ACCESS, .comp_mask = MR59_ADDR, .addr = heap};
+			errno = 0;
+			struct ibv_mr *mr = f(A.pd, &in);
+			outcome("reg_mr_ex_addr", mr ? "ok" : rel_errname(errno));
+			rel_check(mr != NULL, "reg_mr_ex_addr", ta, "%s", mr ? "registered" : rel_errname(errno));
+			if (mr)
+				ibv_dereg_mr(mr);
+		}
+		free(heap);
 	}
 
 	// control_*: the same transfers between ordinary MRs (ibv_reg_mr on heap
@@ -425,6 +505,9 @@ int main(int argc, char **argv)
 		}
 	}
 	int registers = ma && mb;
+	outcome("nccl_predicts", supported == registers ? "yes" : "no");
+	rel_check(supported == registers, "nccl_predicts", rel_now(), "NCCL's probe said %s, the first real registration %s",
+		  supported ? "supported" : "unsupported", registers ? "registered" : "was refused");
 	if (!registers && ma) {
 		ibv_dereg_mr(ma);
 		ma = NULL;
@@ -438,6 +521,15 @@ int main(int argc, char **argv)
 	reg_case("reg_offset_past", A.pd, ba.size, 4096, 0, ba.fd, 0, registers ? EINVAL : EOPNOTSUPP, 0);
 	reg_case("reg_length_past", A.pd, 0, ba.size + 4096, 0, ba.fd, 0, registers ? EINVAL : EOPNOTSUPP, 0);
 	reg_case("reg_iova_misaligned", A.pd, 0, 4096, 0x100, ba.fd, 0, registers ? EINVAL : EOPNOTSUPP, 0);
+	{
+		errno = 0;
+		struct ibv_mr *d = ibv_reg_dmabuf_mr(A.pd, 0, 4096, IOVA_BASE, ba.fd, ACCESS);
+		char want[32];
+		snprintf(want, sizeof(want), "%s", d ? "ok" : rel_errname(errno));
+		if (d)
+			ibv_dereg_mr(d);
+		mr_ex_case("reg_mr_ex_fd", A.pd, 0, 4096, IOVA_BASE, ba.fd, ACCESS, want);
+	}
 
 	if (!registers) {
 		for (size_t i = 0; i < 4; i++) {

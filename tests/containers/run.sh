@@ -99,6 +99,9 @@ local tree src
 . "$REPO/tests/usb4/lib/trees.sh"
 src=$(usb4_module_src "$REPO")
 if ((one_boot)); then
+  # CI's tier: the switch on the first stock base, usb4verbs-container on the other
+  # (both everywhere with CTR_STOCK_SPLIT=0; every other mode runs both on every base).
+  [[ ${CTR_STOCK_SPLIT:-1} == 1 ]] && touch "$WORK/files/stock/split"
   tree=""
   [[ -n $src && -d $src ]] && read -r tree _ <<<"${CTR_USB4_TREES:-hellas-main}"
   USB4_MODULE_SRC=$src boot "$tree" || rc=$?

@@ -126,6 +126,9 @@ usb4_diag_boot() {
   gcc -std=c11 -Wall -Wextra -Werror -O1 -g -pthread -fsanitize=address -fno-omit-frame-pointer \
     -o "$files/faults.asan" "$REPO/tests/reliability/faults.c" -libverbs ||
     { result FAIL "usb4/$1/faults/build" "gcc -fsanitize=address faults.c"; return 1; }
+  # NCCL's pattern on the devices `ibvinfo nccl` prints (guest-diag.sh 1c).
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$files/ncclpattern" "$USB4DIR/ncclpattern.c" -libverbs ||
+    { result FAIL "usb4/$1/nccl/build" "gcc tests/usb4/ncclpattern.c"; return 1; }
   (cd "$REPO" && go build -o "$files/ibvinfo" ./cmd/ibvinfo) ||
     { result FAIL "usb4/$1/ibvinfo/build" "go build ./cmd/ibvinfo"; return 1; }
   USB4_TREE=$1 USB4_TBLOOP_SRC=$2 VM_FILES="$files" \

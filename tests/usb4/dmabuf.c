@@ -422,8 +422,15 @@ int main(int argc, char **argv)
 				.length = 8192, .access = ACCESS, .comp_mask = MR59_ADDR, .addr = heap};
 			errno = 0;
 			struct ibv_mr *mr = f(A.pd, &in);
-			outcome("reg_mr_ex_addr", mr ? "ok" : rel_errname(errno));
-			rel_check(mr != NULL, "reg_mr_ex_addr", ta, "%s", mr ? "registered" : rel_errname(errno));
+			int e = errno;
+			outcome("reg_mr_ex_addr", mr ? "ok" : rel_errname(e));
+			if (!mr && e == EOPNOTSUPP)
+				// rdma-core 61's ibv_reg_mr_ex asks a provider op that no provider
+				// fills (librxe answers the same, seen in the same boot); 65's
+				// routes the address form to reg_mr.
+				rel_skip("reg_mr_ex_addr", "EOPNOTSUPP: this libibverbs's ibv_reg_mr_ex does not reach reg_mr");
+			else
+				rel_check(mr != NULL, "reg_mr_ex_addr", ta, "%s", mr ? "registered" : rel_errname(e));
 			if (mr)
 				ibv_dereg_mr(mr);
 		}

@@ -33,7 +33,11 @@ static pthread_rwlock_t fork_guard = PTHREAD_RWLOCK_INITIALIZER;
 __attribute__((visibility("hidden"))) int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 							 void *(*start)(void *), void *arg)
 {
-	__typeof__(&pthread_create) real = (__typeof__(&pthread_create))dlsym(RTLD_NEXT, "pthread_create");
+	// RTLD_DEFAULT, the global scope, is what runtime/cgo's call bound to before this
+	// wrapper: a sanitizer's interceptor where one is loaded, else libc's. RTLD_NEXT from
+	// this RTLD_LOCAL object skipped the interceptor, and a ThreadSanitizer process
+	// crashed in the first runtime thread (address 0x418, reliability concurrency_tsan).
+	__typeof__(&pthread_create) real = (__typeof__(&pthread_create))dlsym(RTLD_DEFAULT, "pthread_create");
 	if (!real)
 		return EAGAIN;
 	pthread_rwlock_rdlock(&fork_guard);

@@ -18,6 +18,9 @@ done
 [[ -e /usr/lib/x86_64-linux-gnu/libibverbs.so.1 ]] || need+=(libibverbs1)
 # Its headers: the C test programs (cshim contracts, reliability, microbenchmarks) compile against them.
 [[ -e /usr/include/infiniband/verbs.h ]] || need+=(libibverbs-dev)
+# rdma_cm's headers: tests/reliability/fork.c (cshim/lazyvm.sh) builds against them; without
+# them that stage printed one line and no result on a fresh machine.
+[[ -e /usr/include/rdma/rdma_cma.h ]] || need+=(librdmacm-dev)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 # Reading back the .rpm the packaging tests build.
 command -v rpm2cpio >/dev/null 2>&1 || need+=(rpm)

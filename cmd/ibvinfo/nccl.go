@@ -93,16 +93,16 @@ func ncclPeers(s *sysinfo.System) []peerSettings {
 // the list starts with '=' (NVIDIA/nccl src/misc/utils.cc parseStringList/matchIfList):
 // usb4_rdma1 would also pick usb4_rdma10 to usb4_rdma19, so the list is exact.
 func ncclEnv(s *sysinfo.System, ps *peerSettings) []envVar {
-	var hca, ucx []string
+	// device:port, as NCCL_IB_HCA and UCX_NET_DEVICES both name a rail.
+	var rails []string
 	for _, d := range ps.Devices {
-		hca = append(hca, d+":1")
-		ucx = append(ucx, d+":1")
+		rails = append(rails, d+":1")
 	}
-	env := []envVar{{"NCCL_IB_HCA", "=" + strings.Join(hca, ",")}}
+	env := []envVar{{"NCCL_IB_HCA", "=" + strings.Join(rails, ",")}}
 	if ps.GIDIndex >= 0 {
 		env = append(env, envVar{"NCCL_IB_GID_INDEX", strconv.Itoa(ps.GIDIndex)})
 	}
-	env = append(env, envVar{"UCX_NET_DEVICES", strings.Join(ucx, ",")})
+	env = append(env, envVar{"UCX_NET_DEVICES", strings.Join(rails, ",")})
 	if ps.Netdev != "" && busBacked(s, ps.Netdev) {
 		env = append(env, envVar{"NCCL_SOCKET_IFNAME", "=" + ps.Netdev}, envVar{"GLOO_SOCKET_IFNAME", ps.Netdev})
 	} else if ps.Netdev != "" {

@@ -166,7 +166,7 @@ fi
 # nccl_rails DEV: "<rail>,<rail>... <gid index>" from `ibvinfo nccl DEV`.
 nccl_rails() {
   $B/ibvinfo nccl --no-color "$1" > /tmp/nccl.$1 2>&1 || return 1
-  cat /tmp/nccl.$1 | sed 's/^/    /' >&2
+  sed 's/^/    /' /tmp/nccl.$1 >&2
   r=$(sed -n 's/^export NCCL_IB_HCA==//p' /tmp/nccl.$1 | sed 's/:1//g')
   g=$(sed -n 's/^export NCCL_IB_GID_INDEX=//p' /tmp/nccl.$1)
   [ -n "$r" ] && [ -n "$g" ] && echo "$r $g"

@@ -16,7 +16,12 @@
 # RDMA_CORE_GIT names a clone of upstream rdma-core and the tree of its tag
 # v<upstream version> (e.g. v44.0) stands in for the orig tarball; that substitution is
 # written to patches.log and to the .so's cache key, and the tree's tarball stays in the
-# cache, where later runs without RDMA_CORE_GIT take it.
+# cache, where later runs without RDMA_CORE_GIT take it. Debian 13's rdma-core 56.1
+# (whose tarballs the mirror serves, with the same private ABI 34) cannot stand in: the
+# module's patch takes the 6-argument ibv_cmd_get_context from rdma-core 55 on
+# (hellas-main:packaging/rdma-core-patches/0001-providers-usb4_rdma-add-USB4-soft-RDMA-provider.patch:36),
+# which rdma-core gained in 57 (rdma-core:libibverbs/driver.h, v56.1 and v57.0), so its
+# provider does not compile against 55 or 56 (tried: "too many arguments").
 # Exit 77 with one line saying why when there is nothing to build from.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)

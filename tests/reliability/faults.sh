@@ -190,8 +190,10 @@ if [ $UCX = 1 ]; then
   # host, which the benchmarks do).
   end=$(cat $W/ucxs.end 2> /dev/null || echo 9999)
   took=$(awk -v a="$deleted_at" -v b="$end" 'BEGIN { printf "%.2f", b - a }')
-  why=$(grep -m1 -oE 'IB Async event on [^ ]+: local catastrophic error|Fatal: .*(CQ -5|returned 5)' $W/ucxs.log)
-  if [ -s $W/ucxs.rc ] && [ -n "$why" ]; then
+  # Seen three ways: the async event, a poll's CQ -5, a post's or query's EIO (ret=5).
+  why=$(grep -m1 -oE 'IB Async event on [^ ]+: local catastrophic error|Fatal: .*(CQ -5|returned 5)|[A-Za-z_ ()]*(ret=5|returned 5)[^A-Za-z]*Input/output error' $W/ucxs.log)
+  urc=$(cat $W/ucxs.rc 2> /dev/null || echo 999)
+  if [ "$urc" != 999 ] && [ "$urc" != 124 ] && [ "$urc" != 143 ] && [ -n "$why" ]; then
     result PASS ucx_perftest_server_ended_from_device "deleted at uptime $deleted_at s, the server ended $took s later on its device's word: $why"
   else
     result FAIL ucx_perftest_server_ended_from_device "deleted at uptime $deleted_at s, the server's end: ${end} (rc $(cat $W/ucxs.rc 2> /dev/null || echo none)), no device event or EIO in its log"

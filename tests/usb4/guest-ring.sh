@@ -198,10 +198,11 @@ esac
 nccl() {
   label=$1
   shift
+  # Options first: ncclpattern reads them up to the first non-option.
+  [ -n "${RING_CASES:-}" ] && set -- --cases "$RING_CASES" "$@"
+  [ -n "$torn" ] && set -- --cts-torn-known "$torn" "$@"
   set -- timeout "${RING_TIMEOUT:-1200}" $BIN/ncclpattern --msgs "${RING_MSGS:-100}" --big-msgs "${RING_BIG_MSGS:-10}" \
     --stall-s 30 --name-prefix "$P/nccl/" --line-prefix "$LP" --multi "$label" "$@"
-  [ -n "${RING_CASES:-}" ] && set -- "$@" --cases "$RING_CASES"
-  [ -n "$torn" ] && set -- "$@" --cts-torn-known "$torn"
   rm -f /tmp/ring.nccl.rc
   { "$@" 2>&1; echo $? > /tmp/ring.nccl.rc; } | tee /tmp/ring.nccl.out
   rc=$(cat /tmp/ring.nccl.rc 2>/dev/null || echo 99)
@@ -254,6 +255,29 @@ all_cases() {
 
 all_cases
 
+# ibvinfo's view of the ring, captured for cmd/ibvinfo/testdata/bed/ring4
+# (tests/usb4/capture-ibvinfo-tree.sh build/usb4/<tree>.ring.out).
+if [ -x $BIN/ibvinfo ] && [ -r $BIN/guest-capture.sh ]; then
+  B=$BIN TBV=/sys/kernel/debug/thunderbolt_ibverbs
+  ndevs() { ls /sys/class/infiniband 2>/dev/null | grep -c '^usb4_rdma'; }
+  capture_traffic() { pingpong summary2 "$(dev_to 1 0 0)" "$(dev_to 0 1 0)" 18519; }
+  . $BIN/guest-capture.sh
+  capture ring4
+  # Per device the host it reaches (ibvinfo's "usb4 peer hosts"), against tbloop's map.
+  why=""
+  for e in $expected; do
+    d=${e%%:*} r=${e#*:}; ph=${r#*:}
+    want=$(sed -n "s/^domain[0-9]* host=$ph port=[0-9]* uuid=\(.*\)/\1/p" /sys/kernel/debug/tbloop/topology | tr "\n" " ")
+    got=$(sed -n '/^usb4 peer hosts/,/^$/p' /tmp/capture/ring4/live.show.txt | awk -v d="$d" '$1 == d { print $4 }')
+    case " $want " in *" $got "*) [ -n "$got" ] || why="${why:+$why; }$d: no peer" ;; *) why="${why:+$why; }$d reaches $got, want one of host $ph's ($want)" ;; esac
+  done
+  if [ -z "$why" ]; then pass ibvinfo/peer_per_device; else fail ibvinfo/peer_per_device "$why"; fi
+  # ibvinfo nccl for host B names exactly the devices of the hosts next to B that reach it.
+  want=$(printf '%s\n' "$(dev_to 0 1 0)" "$(dev_to 0 1 1)" "$(dev_to 2 1 0)" "$(dev_to 2 1 1)" | sort | tr '\n' ' ')
+  got=$($BIN/ibvinfo nccl tbloop-hostB 2>&1 | sed -n 's/^export NCCL_IB_HCA==//p' | tr ',' '\n' | sed 's/:1$//' | sort | tr '\n' ' ')
+  if [ "$got" = "$want" ]; then pass ibvinfo/nccl_per_neighbour; else fail ibvinfo/nccl_per_neighbour "ibvinfo nccl tbloop-hostB: $got, want $want"; fi
+fi
+
 # A udev-style rename (rdma-core's persistent names) of a device of host C past
 # usb4_rdma9: still ours, it moves data to its peer D, then the name goes back.
 c2d=$(dev_to 2 3 0) d2c=$(dev_to 3 2 0) new=rocep0s0f2
@@ -266,6 +290,8 @@ if $RDMA dev set "$c2d" name "$new" 2>/tmp/ring.rename.err; then
   wait_listen $sp 18520
   cout=$(timeout 50 ibv_rc_pingpong -d "$d2c" -g "$(gidx "$d2c")" -p 18520 -n 50 127.0.0.1 2>&1) || why="${why:+$why; }client: $(echo "$cout" | tail -n 1)"
   wait $sp || why="${why:+$why; }server on $new: $(tail -n 1 /tmp/ring.rename.s)"
+  # ibvinfo's tree with the renamed device (cmd/ibvinfo/testdata/bed/ring4-renamed).
+  [ -x $BIN/ibvinfo ] && [ -r $BIN/guest-capture.sh ] && capture ring4-renamed
   $RDMA dev set "$new" name "$c2d" || why="${why:+$why; }could not rename $new back"
   if [ -z "$why" ]; then pass "renamed_${c2d}_still_claimed"; else fail "renamed_${c2d}_still_claimed" "$why"; fi
 else
@@ -281,9 +307,8 @@ else
   echo "--- SKIP: $P/cprovider ($(cat $BIN/upstream/skip 2>/dev/null || echo "the module's C provider is not in the image"))"
 fi
 
-# ibvinfo's view of the ring (a tree for cmd/ibvinfo/testdata, when the boot carries it).
 if [ -x $BIN/ibvinfo ]; then
-  $BIN/ibvinfo show 2>&1 | sed 's/^/# ibvinfo: /'
+  $BIN/ibvinfo 2>&1 | sed 's/^/# ibvinfo: /'
   $BIN/ibvinfo nccl 2>&1 | sed 's/^/# ibvinfo nccl: /'
 fi
 dmesg | grep -iE 'warn|bug|call trace|oops' | tail -n 20 | sed 's/^/# ring4 dmesg: /'

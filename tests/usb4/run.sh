@@ -156,6 +156,7 @@ usb4_ring_boot() {
   (cd "$REPO" && go build -o "$files/ibvinfo" ./cmd/ibvinfo) ||
     { result FAIL "usb4/$1/ring4/build" "go build ./cmd/ibvinfo"; return 1; }
   install -m755 "$USB4DIR/guest-ring.sh" "$files/guest-ring.sh"
+  install -m644 "$USB4DIR/guest-capture.sh" "$files/guest-capture.sh"
   local ncases=${USB4_RING_CASES:-}
   printf 'RING_MSGS=%s\nRING_BIG_MSGS=%s\nRING_CASES='"'"'%s'"'"'\n' "${USB4_RING_MSGS:-100}" \
     "${USB4_RING_BIG_MSGS:-10}" "${ncases//\'/}" > "$files/ring.conf"
@@ -167,7 +168,7 @@ usb4_ring_boot() {
   USB4_TREE=$1 USB4_TBLOOP_SRC=$2 USB4_TBLOOP_TOPOLOGY=ring4 VM_FILES="$files" \
     VM_EXTRA_DEBS="ibverbs-utils perftest${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
     VM_GUEST_SCRIPT="$USB4DIR/guest-ring.sh" VM_TIMEOUT=${VM_TIMEOUT:-1500} \
-    "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.ring.out"
+    "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.ring.out" | grep -v -E '^[A-Za-z0-9+/=]{60,}$'
   return "${PIPESTATUS[0]}"
 }
 

@@ -21,10 +21,10 @@ type peerSettings struct {
 	// every device of the group tells the same one.
 	Host     *sysinfo.USB4Peer `json:"host,omitempty"`
 	Devices  []string          `json:"devices"`
-	GIDIndex int      `json:"gid_index"` // -1: no usable GID
-	GID      string   `json:"gid,omitempty"`
-	Netdev   string   `json:"netdev,omitempty"`
-	Env      []envVar `json:"env"`
+	GIDIndex int               `json:"gid_index"` // -1: no usable GID
+	GID      string            `json:"gid,omitempty"`
+	Netdev   string            `json:"netdev,omitempty"`
+	Env      []envVar          `json:"env"`
 	// Notes say what could not be settled and what to do instead.
 	Notes []string `json:"notes,omitempty"`
 }

@@ -20,10 +20,6 @@ pass() { echo "$LP--- PASS: $P/$1"; }
 fail() { echo "$LP--- FAIL: $P/$1 ($2)"; [ -z "$LP" ] && failed=1; }
 skip() { echo "$LP--- SKIP: $P/$1 ($2)"; }
 
-if [ "${USB4VERBS_USB4_HOSTS:-2}" != 4 ]; then
-  skip devices "not the ring4 topology (USB4_TBLOOP_TOPOLOGY=ring4 on the host)"
-  exit 0
-fi
 IP=${USB4VERBS_IP0:-10.77.0.1}
 
 # gidx DEV: the index of DEV's RoCE v2 GID for IP (as /init's gid_index).
@@ -36,6 +32,74 @@ gidx() {
   done
   return 1
 }
+
+# listening PORT: something listens on TCP PORT.
+listening() {
+  hex=$(printf ':%04X' "$1")
+  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v p="$hex" 'substr($2, length($2) - 4) == p && $4 == "0A" { f = 1 } END { exit !f }'
+}
+wait_listen() {
+  n=0
+  while [ $n -lt 300 ]; do
+    listening "$2" && return 0
+    kill -0 "$1" 2>/dev/null || return 1
+    usleep 100000
+    n=$((n + 1))
+  done
+  return 1
+}
+
+# pingpong NAME SDEV CDEV PORT: ibv_rc_pingpong server on SDEV, client on CDEV.
+pingpong() {
+  timeout 120 ibv_rc_pingpong -d "$2" -g "$(gidx "$2")" -p "$4" -n 100 > "/tmp/ring.pp.$4" 2>&1 &
+  sp=$!
+  wait_listen $sp "$4"
+  cout=$(timeout 100 ibv_rc_pingpong -d "$3" -g "$(gidx "$3")" -p "$4" -n 100 127.0.0.1 2>&1); crc=$?
+  wait $sp; src=$?
+  if [ $crc = 0 ] && [ $src = 0 ] && echo "$cout" | grep -q 'usec/iter'; then
+    pass "$1"
+  else
+    fail "$1" "client $3 exit $crc: $(echo "$cout" | tail -n 1); server $2 exit $src: $(tail -n 1 "/tmp/ring.pp.$4")"
+  fi
+}
+
+# USB4_TBLOOP_TOPOLOGY=twocable: two hosts, two cables between them (the guide's
+# "Topology A"). The module takes one cable per remote host on a stock kernel
+# (native_same_peer_multicable: limited, hellas-main:kernel/peer.c:153-166): one cable's
+# rails per host, and ibvinfo doctor says so (multi-cable-same-host).
+if [ "${USB4VERBS_USB4_HOSTS:-2}" = 2 ] && [ "$(cat /sys/module/tbloop/parameters/cables 2>/dev/null)" = 2 ]; then
+  P=usb4/$tree/twocable
+  xa=$(cat /sys/bus/thunderbolt/devices/0-1/unique_id 2>/dev/null) xb=$(cat /sys/bus/thunderbolt/devices/0-3/unique_id 2>/dev/null)
+  mode=$(sed -n 's/^native_same_peer_multicable: //p' /sys/kernel/debug/thunderbolt_ibverbs/summary)
+  n0=$(echo $USB4VERBS_USB4_DEVS0 | wc -w) n1=$(echo $USB4VERBS_USB4_DEVS1 | wc -w)
+  echo "# twocable: XDomains 0-1 $xa, 0-3 $xb; native_same_peer_multicable: $mode; host 0: $USB4VERBS_USB4_DEVS0; host 1: $USB4VERBS_USB4_DEVS1"
+  ls /sys/bus/thunderbolt/devices/ | tr '\n' ' ' | sed 's/^/# twocable: bus: /'; echo
+  dmesg | grep -E 'limiting remote host|probe with driver thunderbolt_ibverbs' | sed 's/^/# twocable dmesg: /'
+  if [ -n "$xa" ] && [ "$xa" = "$xb" ] && [ "$mode" = limited ] && [ "$n0" = 2 ] && [ "$n1" = 2 ]; then
+    pass one_cable_per_host
+  else
+    fail one_cable_per_host "want both cables' XDomains on host B's UUID, native_same_peer_multicable limited, 2 devices a host; have $xa/$xb, $mode, $n0 and $n1"
+  fi
+  if [ -x $BIN/ibvinfo ] && [ -r $BIN/guest-capture.sh ]; then
+    B=$BIN TBV=/sys/kernel/debug/thunderbolt_ibverbs
+    ndevs() { ls /sys/class/infiniband 2>/dev/null | grep -c '^usb4_rdma'; }
+    capture_traffic() { pingpong summary2 "$USB4VERBS_DEV0" "$USB4VERBS_DEV1" 18519; }
+    . $BIN/guest-capture.sh
+    capture two-cables
+    grep -E 'multi-cable' /tmp/capture/two-cables/live.doctor.txt
+    if tr -d ' \n' < /tmp/capture/two-cables/live.doctor.json | grep -q '"id":"multi-cable-same-host","verdict":"warn"'; then
+      pass ibvinfo/doctor_multi_cable
+    else
+      fail ibvinfo/doctor_multi_cable "doctor does not warn: $(grep multi-cable /tmp/capture/two-cables/live.doctor.txt)"
+    fi
+  fi
+  exit $failed
+fi
+
+if [ "${USB4VERBS_USB4_HOSTS:-2}" != 4 ]; then
+  skip devices "not the ring4 topology (USB4_TBLOOP_TOPOLOGY=ring4 on the host)"
+  exit 0
+fi
 
 # What the guide's table says (host h's port 0 and port 1 reach these hosts), and the
 # module's names: tbloop numbers the domains host by host, port by port (domain 2h+p),
@@ -137,36 +201,6 @@ list_and_open() {
   if [ -z "$why" ]; then pass ibv_devinfo_v; else fail ibv_devinfo_v "$why"; fi
 }
 
-# listening PORT: something listens on TCP PORT.
-listening() {
-  hex=$(printf ':%04X' "$1")
-  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v p="$hex" 'substr($2, length($2) - 4) == p && $4 == "0A" { f = 1 } END { exit !f }'
-}
-wait_listen() {
-  n=0
-  while [ $n -lt 300 ]; do
-    listening "$2" && return 0
-    kill -0 "$1" 2>/dev/null || return 1
-    usleep 100000
-    n=$((n + 1))
-  done
-  return 1
-}
-
-# pingpong NAME SDEV CDEV PORT: ibv_rc_pingpong server on SDEV, client on CDEV.
-pingpong() {
-  timeout 120 ibv_rc_pingpong -d "$2" -g "$(gidx "$2")" -p "$4" -n 100 > "/tmp/ring.pp.$4" 2>&1 &
-  sp=$!
-  wait_listen $sp "$4"
-  cout=$(timeout 100 ibv_rc_pingpong -d "$3" -g "$(gidx "$3")" -p "$4" -n 100 127.0.0.1 2>&1); crc=$?
-  wait $sp; src=$?
-  if [ $crc = 0 ] && [ $src = 0 ] && echo "$cout" | grep -q 'usec/iter'; then
-    pass "$1"
-  else
-    fail "$1" "client $3 exit $crc: $(echo "$cout" | tail -n 1); server $2 exit $src: $(tail -n 1 "/tmp/ring.pp.$4")"
-  fi
-}
-
 # The ring's connections: host h's device to h+1 (rail 0) sends to h+1's device to h.
 ring_args() {
   for h in 0 1 2 3; do
@@ -256,7 +290,7 @@ all_cases() {
 all_cases
 
 # ibvinfo's view of the ring, captured for cmd/ibvinfo/testdata/bed/ring4
-# (tests/usb4/capture-ibvinfo-tree.sh build/usb4/<tree>.ring.out).
+# (tests/usb4/capture-ibvinfo-tree.sh build/usb4/<tree>.ring4.out).
 if [ -x $BIN/ibvinfo ] && [ -r $BIN/guest-capture.sh ]; then
   B=$BIN TBV=/sys/kernel/debug/thunderbolt_ibverbs
   ndevs() { ls /sys/class/infiniband 2>/dev/null | grep -c '^usb4_rdma'; }

@@ -109,8 +109,9 @@ for tree in "${trees[@]}"; do
   if [[ ${USB4_RING_ONLY:-0} != 1 && " ${USB4_DIAG_TREES-hellas-main} " == *" $tree "* ]]; then usb4_diag_boot "$tree" "$tbloop" || rc=1; fi
   # The four-host ring (guest-ring.sh) on USB4_RING_TREES; with TEST_FULL=1 on every
   # booted tree. USB4_RING_ONLY=1: this boot alone (the builds, then the ring).
+  # USB4_RING_TOPOLOGIES (ring4): one boot each (lib/bed.sh USB4_TOPOLOGIES).
   if ((!diag_only)) && [[ ${TEST_FULL:-0} == 1 || ${USB4_RING_ONLY:-0} == 1 || " ${USB4_RING_TREES-hellas-main} " == *" $tree "* ]]; then
-    usb4_ring_boot "$tree" "$tbloop" || rc=1
+    for t in ${USB4_RING_TOPOLOGIES:-ring4}; do usb4_ring_boot "$tree" "$tbloop" "$t" || rc=1; done
   fi
 done
 "$USB4DIR/stock-doc.sh" "$REPO/build/usb4/stock-tools-usb4.md" || rc=1
@@ -143,10 +144,11 @@ usb4_diag_boot() {
   return "${PIPESTATUS[0]}"
 }
 
-# usb4_ring_boot TREE TBLOOP: one more boot with tbloop's four hosts in a ring
-# (USB4_TBLOOP_TOPOLOGY=ring4) and guest-ring.sh: every host's devices per peer and rail,
-# NCCL's ring and two rails at once through ours and the module's C provider; stdout also
-# kept in build/usb4/TREE.ring.out. USB4_RING_MSGS (100), USB4_RING_BIG_MSGS (10),
+# usb4_ring_boot TREE TBLOOP TOPOLOGY: one more boot with tbloop in TOPOLOGY (ring4: four
+# hosts in a ring; twocable: two hosts, two cables) and guest-ring.sh: ring4 every host's
+# devices per peer and rail, NCCL's ring and two rails at once through ours and the
+# module's C provider; twocable what the module makes of a second cable to one host.
+# Stdout also kept in build/usb4/TREE.TOPOLOGY.out. USB4_RING_MSGS (100), USB4_RING_BIG_MSGS (10),
 # USB4_RING_CASES (an ERE over the NCCL cases).
 usb4_ring_boot() {
   local files="$REPO/build/usb4/ring-files-$1"
@@ -165,10 +167,10 @@ usb4_ring_boot() {
   else
     echo "the module's C provider is not in this boot (USB4_CPROVIDER=0, or tests/bench/upstream-provider.sh failed: build/usb4/upstream/build.err)" > "$files/upstream/skip"
   fi
-  USB4_TREE=$1 USB4_TBLOOP_SRC=$2 USB4_TBLOOP_TOPOLOGY=ring4 VM_FILES="$files" \
+  USB4_TREE=$1 USB4_TBLOOP_SRC=$2 USB4_TBLOOP_TOPOLOGY=$3 VM_FILES="$files" \
     VM_EXTRA_DEBS="ibverbs-utils perftest${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
     VM_GUEST_SCRIPT="$USB4DIR/guest-ring.sh" VM_TIMEOUT=${VM_TIMEOUT:-1500} \
-    "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.ring.out" | grep -v -E '^[A-Za-z0-9+/=]{60,}$'
+    "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.$3.out" | grep -v -E '^[A-Za-z0-9+/=]{60,}$'
   return "${PIPESTATUS[0]}"
 }
 

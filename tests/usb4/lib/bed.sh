@@ -101,16 +101,18 @@ usb4_prepare() {
 }
 
 # The topologies USB4_TBLOOP_TOPOLOGY names (tbloop/README.md, "Topologies").
-USB4_TOPOLOGIES="ring4"
+USB4_TOPOLOGIES="ring4 twocable"
 
 # usb4_topology_params NAME: tbloop's parameters for topology NAME; nothing for "" (the
 # two-host default); fails for an unknown name. ring4: MULTI-PORT-TOPOLOGY.md's four
 # machines in a ring, A-B, B-C, C-D, D-A, two ports a host
-# (pleite-main docs/MULTI-PORT-TOPOLOGY.md, "Topology B").
+# (pleite-main docs/MULTI-PORT-TOPOLOGY.md, "Topology B"); twocable: its two machines
+# with two cables between them ("Topology A").
 usb4_topology_params() {
   case $1 in
     "") ;;
     ring4) echo "hosts=4 topology=0-1,1-2,2-3,3-0" ;;
+    twocable) echo "cables=2" ;;
     *) return 1 ;;
   esac
 }

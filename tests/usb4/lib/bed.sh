@@ -81,6 +81,12 @@ usb4_prepare() {
     USB4_TBLOOP_PARAMS="$topo${USB4_TBLOOP_PARAMS:+ $USB4_TBLOOP_PARAMS}"
     # 16 devices negotiate one after another in the module's work items.
     USB4_SETUP_WAIT_S=${USB4_SETUP_WAIT_S:-300}
+    # On 6.12 each of tbloop's domains borrows a PCI function no driver is bound to as
+    # its NHI (tbloop/README.md); the bed's machine (-nodefaults) has about four. Six
+    # pci-testdev functions (no Linux driver binds them) make room for a ring's eight.
+    local i
+    for i in 1 2 3 4 5 6; do VM_QEMU_EXTRA+=" -device pci-testdev"; done
+    VM_QEMU_EXTRA=${VM_QEMU_EXTRA# }
   fi
   local treeparams
   treeparams=$(usb4_tree_tbv_params "$USB4_TREE")

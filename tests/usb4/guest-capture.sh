@@ -17,6 +17,7 @@ capf() {
 # capture NAME: the files ibvinfo reads (internal/sysinfo), as ibvinfo --root reads
 # them, plus the live ibvinfo outputs next to the tree; then printed as base64.
 capture() {
+  echo "# capture $1: reading the tree"
   C=/tmp/capture/$1
   T=$C/root
   rm -rf "$C"; mkdir -p "$T"
@@ -62,6 +63,7 @@ capture() {
   capf $TBV/*
   # summary.2, the later sample doctor --watch compares: after a few messages
   # through our provider, so the data-path counters have moved.
+  echo "# capture $1: tree read, traffic for summary.2"
   if command -v capture_traffic > /dev/null 2>&1; then
     capture_traffic > "$C/summary2.pingpong" 2>&1
     echo "exit $?" >> "$C/summary2.pingpong"
@@ -73,11 +75,12 @@ capture() {
   # Only the variables ibvinfo looks at, NUL-separated as in the kernel's file.
   env | grep -E '^(RDMAV_DRIVERS|IBV_DRIVERS|NCCL_IB_HCA|UCX_NET_DEVICES|GGML_RDMA_DEV)=' | tr '\n' '\0' > "$T/proc/self/environ"
   for f in /etc/udev/rules.d/* /usr/lib/udev/rules.d/*rdma* /etc/libibverbs.d/*; do capf "$f"; done
-  $B/ibvinfo --no-color > "$C/live.show.txt" 2>&1; echo "exit $?" >> "$C/live.show.txt"
-  $B/ibvinfo --json > "$C/live.show.json" 2> "$C/live.show.err"
-  $B/ibvinfo doctor --no-color > "$C/live.doctor.txt" 2>&1; echo "exit $?" >> "$C/live.doctor.txt"
-  $B/ibvinfo doctor --json > "$C/live.doctor.json" 2> "$C/live.doctor.err"
-  $B/ibvinfo --root "$T" --json > "$C/root.show.json" 2>&1
+  echo "# capture $1: ibvinfo, ibvinfo doctor (each bounded: 300 s)"
+  timeout 300 $B/ibvinfo --no-color > "$C/live.show.txt" 2>&1; echo "exit $?" >> "$C/live.show.txt"
+  timeout 300 $B/ibvinfo --json > "$C/live.show.json" 2> "$C/live.show.err"
+  timeout 300 $B/ibvinfo doctor --no-color > "$C/live.doctor.txt" 2>&1; echo "exit $?" >> "$C/live.doctor.txt"
+  timeout 300 $B/ibvinfo doctor --json > "$C/live.doctor.json" 2> "$C/live.doctor.err"
+  timeout 300 $B/ibvinfo --root "$T" --json > "$C/root.show.json" 2>&1
   cat /sys/kernel/debug/tbloop/stats > "$C/tbloop.stats" 2>/dev/null
   echo "=== ibvinfo-capture $1 begin ==="
   (cd "$C" && tar czf - .) | base64

@@ -149,7 +149,7 @@ usb4_diag_boot() {
 # devices per peer and rail, NCCL's ring and two rails at once through ours and the
 # module's C provider; twocable what the module makes of a second cable to one host.
 # Stdout also kept in build/usb4/TREE.TOPOLOGY.out. USB4_RING_MSGS (100), USB4_RING_BIG_MSGS (10),
-# USB4_RING_CASES (an ERE over the NCCL cases).
+# USB4_RING_CASES (an ERE over the NCCL cases), USB4_RING_CAPTURE=1 (ibvinfo captures).
 usb4_ring_boot() {
   local files="$REPO/build/usb4/ring-files-$1"
   rm -rf "$files"; mkdir -p "$files/upstream"
@@ -160,8 +160,8 @@ usb4_ring_boot() {
   install -m755 "$USB4DIR/guest-ring.sh" "$files/guest-ring.sh"
   install -m644 "$USB4DIR/guest-capture.sh" "$files/guest-capture.sh"
   local ncases=${USB4_RING_CASES:-}
-  printf 'RING_MSGS=%s\nRING_BIG_MSGS=%s\nRING_CASES='"'"'%s'"'"'\n' "${USB4_RING_MSGS:-100}" \
-    "${USB4_RING_BIG_MSGS:-10}" "${ncases//\'/}" > "$files/ring.conf"
+  printf 'RING_MSGS=%s\nRING_BIG_MSGS=%s\nRING_CAPTURE=%s\nRING_CASES='"'"'%s'"'"'\n' "${USB4_RING_MSGS:-100}" \
+    "${USB4_RING_BIG_MSGS:-10}" "${USB4_RING_CAPTURE:-0}" "${ncases//\'/}" > "$files/ring.conf"
   if [[ -n ${UPSTREAM_SO:-} && ${USB4_CPROVIDER:-1} != 0 ]]; then
     install -m644 "$UPSTREAM_SO" "$files/upstream/libusb4_rdma-rdmav34.so"
   else
@@ -169,7 +169,7 @@ usb4_ring_boot() {
   fi
   USB4_TREE=$1 USB4_TBLOOP_SRC=$2 USB4_TBLOOP_TOPOLOGY=$3 VM_FILES="$files" \
     VM_EXTRA_DEBS="ibverbs-utils perftest${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
-    VM_GUEST_SCRIPT="$USB4DIR/guest-ring.sh" VM_TIMEOUT=${VM_TIMEOUT:-1500} \
+    VM_GUEST_SCRIPT="$USB4DIR/guest-ring.sh" VM_TIMEOUT=${VM_TIMEOUT:-2400} \
     "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.$3.out" | grep -v -E '^[A-Za-z0-9+/=]{60,}$'
   return "${PIPESTATUS[0]}"
 }

@@ -8,7 +8,7 @@
 # module's C provider (/opt/usb4verbs/upstream, tests/bench/upstream-provider.sh) follow
 # as the uncounted baseline "cprovider| --- PASS/FAIL: usb4/<tree>/ring4/<case>", as
 # guest-nccl.sh prints it. Settings (ring.conf): RING_MSGS (100), RING_BIG_MSGS (10),
-# RING_CASES (an ERE over the ncclpattern cases), RING_CPROVIDER (1).
+# RING_CASES (an ERE over the ncclpattern cases), RING_CPROVIDER (1), RING_CAPTURE (0).
 # shellcheck disable=SC3043,SC3045 # busybox ash has local, ulimit
 tree=${USB4VERBS_BACKEND_TREE:?not in the usb4 mode}
 BIN=/opt/usb4verbs
@@ -252,21 +252,21 @@ write_bw_rails() {
   why="" pids=""
   for l in 0 1; do
     s=$(dev_to 1 0 $l) c=$(dev_to 0 1 $l) port=$((18600 + l))
-    timeout 120 ib_write_bw -d "$s" -x "$(gidx "$s")" -p $port -s 65536 -n 2000 -F > "/tmp/ring.bw.s$l" 2>&1 &
+    timeout 120 ib_write_bw -d "$s" -x "$(gidx "$s")" -p $port -s 65536 -n 500 -F > "/tmp/ring.bw.s$l" 2>&1 &
     eval "sp$l=\$!"
     eval "wait_listen \$sp$l $port" || why="${why:+$why; }server on $s did not listen"
   done
   for l in 0 1; do
     s=$(dev_to 1 0 $l) c=$(dev_to 0 1 $l) port=$((18600 + l))
-    timeout 100 ib_write_bw -d "$c" -x "$(gidx "$c")" -p $port -s 65536 -n 2000 -F 127.0.0.1 > "/tmp/ring.bw.c$l" 2>&1 &
+    timeout 100 ib_write_bw -d "$c" -x "$(gidx "$c")" -p $port -s 65536 -n 500 -F 127.0.0.1 > "/tmp/ring.bw.c$l" 2>&1 &
     pids="$pids $!"
   done
   l=0
   for p in $pids; do
     wait "$p" || why="${why:+$why; }client rail $l exit $?: $(tail -n 1 /tmp/ring.bw.c$l)"
     eval "wait \$sp$l" || why="${why:+$why; }server rail $l exit $?: $(tail -n 1 /tmp/ring.bw.s$l)"
-    grep -E '^ *65536 +2000 ' /tmp/ring.bw.c$l | sed "s/^/# ring4 ib_write_bw rail $l: /"
-    grep -Eq '^ *65536 +2000 ' /tmp/ring.bw.c$l || why="${why:+$why; }rail $l: no result line"
+    grep -E '^ *65536 +500 ' /tmp/ring.bw.c$l | sed "s/^/# ring4 ib_write_bw rail $l: /"
+    grep -Eq '^ *65536 +500 ' /tmp/ring.bw.c$l || why="${why:+$why; }rail $l: no result line"
     l=$((l + 1))
   done
   if [ -z "$why" ]; then pass ib_write_bw_rails_at_once; else fail ib_write_bw_rails_at_once "$why"; fi

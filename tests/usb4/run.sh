@@ -160,8 +160,11 @@ usb4_ring_boot() {
   install -m755 "$USB4DIR/guest-ring.sh" "$files/guest-ring.sh"
   install -m644 "$USB4DIR/guest-capture.sh" "$files/guest-capture.sh"
   local ncases=${USB4_RING_CASES:-}
-  printf 'RING_MSGS=%s\nRING_BIG_MSGS=%s\nRING_CAPTURE=%s\nRING_CASES='"'"'%s'"'"'\n' "${USB4_RING_MSGS:-100}" \
-    "${USB4_RING_BIG_MSGS:-10}" "${USB4_RING_CAPTURE:-0}" "${ncases//\'/}" > "$files/ring.conf"
+  # CI's tier: 50 messages a case (1 MiB: 4); TEST_FULL=1: 200 (1 MiB: 20), as guest-nccl.
+  local msgs=50 big=4
+  [[ ${TEST_FULL:-0} == 1 ]] && msgs=200 big=20
+  printf 'RING_MSGS=%s\nRING_BIG_MSGS=%s\nRING_CAPTURE=%s\nRING_CASES='"'"'%s'"'"'\n' "${USB4_RING_MSGS:-$msgs}" \
+    "${USB4_RING_BIG_MSGS:-$big}" "${USB4_RING_CAPTURE:-0}" "${ncases//\'/}" > "$files/ring.conf"
   if [[ -n ${UPSTREAM_SO:-} && ${USB4_CPROVIDER:-1} != 0 ]]; then
     install -m644 "$UPSTREAM_SO" "$files/upstream/libusb4_rdma-rdmav34.so"
   else

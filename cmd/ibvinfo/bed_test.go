@@ -23,6 +23,9 @@ var bedTrees = []struct {
 	{"healthy", nil},
 	{"link-trained-down", []string{"link-trained-down"}},
 	{"cable-pulled", []string{"usb4-devices", "link-trained-down"}},
+	// tbloop's four hosts in a ring (hosts=4 topology=0-1,1-2,2-3,3-0): 16 devices, 8 peers.
+	{"ring4", nil},
+	{"ring4-renamed", []string{"udev-rename-active"}},
 }
 
 func bedRoot(name string) string { return filepath.Join("testdata", "bed", name, "root") }

@@ -168,6 +168,7 @@ struct comm {
 	uint32_t *flushword;
 	struct ibv_mr *mr_cts, *mr_cts_src, *mr_cmpl_src, *mr_cmpl, *mr_s, *mr_r, *mr_flush;
 	size_t stride; // per request buffer stride
+	size_t nrecv;  // receive buffers per window slot: the case's nreqs
 	int cqe_req_s, cqe_req_r, cqe_got_s, cqe_got_r;
 };
 
@@ -394,7 +395,10 @@ static int comm_new(struct comm *c, const struct kase *k, struct dev *ds, struct
 		return -1;
 	}
 	c->stride = (k->cap + TAIL + 4095) & ~(size_t)4095;
-	size_t bufsz = (size_t)window * MAX_RECVS * c->stride;
+	// Only the receives the case uses: 1 MiB x 8 slots x MAX_RECVS was 64 MiB a side,
+	// too much for --multi's four connections in the bed's 1 GiB guest.
+	c->nrecv = (size_t)k->nreqs;
+	size_t bufsz = (size_t)window * c->nrecv * c->stride;
 	c->cts = zalloc(sizeof(struct fifo_entry) * MAX_REQUESTS * MAX_RECVS);
 	c->cts_src = zalloc(sizeof(struct fifo_entry) * MAX_REQUESTS * MAX_RECVS);
 	c->cmpl_src = zalloc(sizeof(int) * MAX_REQUESTS * MAX_RECVS);
@@ -441,11 +445,11 @@ static int comm_new(struct comm *c, const struct kase *k, struct dev *ds, struct
 
 static uint8_t *sbuf_of(struct comm *c, int window, uint64_t i, int r)
 {
-	return c->sbuf + ((size_t)(i % (uint64_t)window) * MAX_RECVS + (size_t)r) * c->stride;
+	return c->sbuf + ((size_t)(i % (uint64_t)window) * c->nrecv + (size_t)r) * c->stride;
 }
 static uint8_t *rbuf_of(struct comm *c, int window, uint64_t i, int r)
 {
-	return c->rbuf + ((size_t)(i % (uint64_t)window) * MAX_RECVS + (size_t)r) * c->stride;
+	return c->rbuf + ((size_t)(i % (uint64_t)window) * c->nrecv + (size_t)r) * c->stride;
 }
 
 static const char *wcop(enum ibv_wc_opcode o)

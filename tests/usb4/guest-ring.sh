@@ -275,11 +275,20 @@ write_bw_rails() {
 # all_cases: what runs through each provider.
 all_cases() {
   list_and_open
-  # One ibv_rc_pingpong per cable (rail 0), each end on its own host's device.
-  pingpong ibv_rc_pingpong/A-B "$(dev_to 1 0 0)" "$(dev_to 0 1 0)" 18515
-  pingpong ibv_rc_pingpong/B-C "$(dev_to 2 1 0)" "$(dev_to 1 2 0)" 18516
-  pingpong ibv_rc_pingpong/C-D "$(dev_to 3 2 0)" "$(dev_to 2 3 0)" 18517
-  pingpong ibv_rc_pingpong/D-A "$(dev_to 0 3 0)" "$(dev_to 3 0 0)" 18518
+  # One ibv_rc_pingpong per cable (rail 0), each end on its own host's device, all four
+  # at once (their lines come in this order when all are done).
+  pingpong ibv_rc_pingpong/A-B "$(dev_to 1 0 0)" "$(dev_to 0 1 0)" 18515 > /tmp/ring.ppr.1 &
+  p1=$!
+  pingpong ibv_rc_pingpong/B-C "$(dev_to 2 1 0)" "$(dev_to 1 2 0)" 18516 > /tmp/ring.ppr.2 &
+  p2=$!
+  pingpong ibv_rc_pingpong/C-D "$(dev_to 3 2 0)" "$(dev_to 2 3 0)" 18517 > /tmp/ring.ppr.3 &
+  p3=$!
+  pingpong ibv_rc_pingpong/D-A "$(dev_to 0 3 0)" "$(dev_to 3 0 0)" 18518 > /tmp/ring.ppr.4 &
+  p4=$!
+  wait $p1 $p2 $p3 $p4
+  cat /tmp/ring.ppr.1 /tmp/ring.ppr.2 /tmp/ring.ppr.3 /tmp/ring.ppr.4
+  # (failed= was set in the subshells: read it back from their lines)
+  [ -z "$LP" ] && grep -q -- '--- FAIL' /tmp/ring.ppr.1 /tmp/ring.ppr.2 /tmp/ring.ppr.3 /tmp/ring.ppr.4 && failed=1
   # shellcheck disable=SC2046 # the arguments are words
   nccl ring $(ring_args)
   # shellcheck disable=SC2046

@@ -103,7 +103,8 @@ usb4_tree_tbv_params() {
 # usb4_topology_acl TOPOLOGY: peer_auth_acl's value for every host of the topology in one
 # kernel (one module serves them all, so its one parameter holds what each machine's
 # own would). Two hosts: both UUIDs with the test PSK. ring4: the entries
-# MULTI-PORT-TOPOLOGY.md gives per machine ("Step 3": each machine lists its two
+# MULTI-PORT-TOPOLOGY.md gives per machine (pleite-main:docs/MULTI-PORT-TOPOLOGY.md:212-281
+# at 30028ef, "Step 2" and "Step 3": each machine lists its two
 # neighbours, one PSK per pair: PSK_AB, PSK_BC, PSK_CD, PSK_DA), where a neighbour's UUID
 # is that of the port facing it (tbloop: a domain per port; tbl_host_uuid: host h, port p
 # is 74626c6f-6f70-400h-80pp-74626c6f6f7h).

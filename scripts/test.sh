@@ -116,7 +116,7 @@ if [[ ${SKIP_VM:-0} != 1 ]]; then
   stage "reliability suite: bad input, churn, concurrency + sanitizers, fork, faults (VM)"
   tests/reliability/run.sh 2>&1 | tee "$LOGS/reliability.log" | grep -E '^(---|\s+--- FAIL|\[rel\])'
 
-  stage "usb4 bed (real thunderbolt_ibverbs module): build the trees, one boot per tree, stock tools through libusb4_rdma (VM)"
+  stage "usb4 bed (real thunderbolt_ibverbs module): build the trees, one boot per tree, stock tools through libusb4_rdma, the four-host ring on hellas-main (VM)"
   # The stock harness prints a tool's output tail only for a rerun or a failure: kept
   # in the summary, where CI shows it.
   VM_GUEST_ENV=$soak_usb4 tests/usb4/run.sh 2>&1 | tee "$LOGS/usb4-bed.log" \

@@ -23,6 +23,11 @@ var bedTrees = []struct {
 	{"healthy", nil},
 	{"link-trained-down", []string{"link-trained-down"}},
 	{"cable-pulled", []string{"usb4-devices", "link-trained-down"}},
+	// tbloop's four hosts in a ring (hosts=4 topology=0-1,1-2,2-3,3-0): 16 devices, 8 peers.
+	{"ring4", nil},
+	{"ring4-renamed", []string{"udev-rename-active"}},
+	// tbloop cables=2: two cables between the two hosts; the module takes one per host.
+	{"two-cables", []string{"multi-cable-same-host"}},
 }
 
 func bedRoot(name string) string { return filepath.Join("testdata", "bed", name, "root") }
@@ -89,6 +94,18 @@ func TestBedFindings(t *testing.T) {
 	for _, c := range bedDoctor(t, "link-trained-down") {
 		if c.ID == "link-trained-down" && (c.Verdict != verdictError || !strings.Contains(c.Message, "x1")) {
 			t.Errorf("link-trained-down: %s %q, want an error naming the single lane", c.Verdict, c.Message)
+		}
+	}
+	// Two cables to one host: doctor names the host, both XDomains, the devices the module
+	// did register (all on the first cable) and the module's limit.
+	for _, c := range bedDoctor(t, "two-cables") {
+		if c.ID != "multi-cable-same-host" {
+			continue
+		}
+		for _, w := range []string{"2 cables to host tbloop-hostB", "XDomains 0-1, 0-3", "usb4_rdma0 (XDomain 0-1), usb4_rdma1 (XDomain 0-1)", "native_same_peer_multicable is limited"} {
+			if !strings.Contains(c.Message, w) {
+				t.Errorf("two-cables multi-cable-same-host: %q lacks %q", c.Message, w)
+			}
 		}
 	}
 	// A pulled cable is not a module misconfiguration: the finding names the

@@ -125,6 +125,7 @@ func runChecks(e doctorEnv) []check {
 	return []check{
 		checkUSB4Devices(e),
 		checkLinks(e),
+		checkMultiCable(e),
 		checkTBNetBound(e),
 		checkTBNetLoaded(e),
 		checkGIDs(e),

@@ -16,12 +16,15 @@ import (
 // usb4 rails: the native devices whose GUID names that peer, the GID index of their
 // RoCE v2 IPv4 entry, and the netdev that GID belongs to.
 type peerSettings struct {
-	Peer     uint32   `json:"peer"`
-	Devices  []string `json:"devices"`
-	GIDIndex int      `json:"gid_index"` // -1: no usable GID
-	GID      string   `json:"gid,omitempty"`
-	Netdev   string   `json:"netdev,omitempty"`
-	Env      []envVar `json:"env"`
+	Peer uint32 `json:"peer"`
+	// Host is the peer host as its devices reach it (sysinfo.USB4Peer), when
+	// every device of the group tells the same one.
+	Host     *sysinfo.USB4Peer `json:"host,omitempty"`
+	Devices  []string          `json:"devices"`
+	GIDIndex int               `json:"gid_index"` // -1: no usable GID
+	GID      string            `json:"gid,omitempty"`
+	Netdev   string            `json:"netdev,omitempty"`
+	Env      []envVar          `json:"env"`
 	// Notes say what could not be settled and what to do instead.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -61,9 +64,11 @@ func ncclPeers(s *sysinfo.System) []peerSettings {
 		}
 		ps := byPeer[d.USB4.Peer]
 		if ps == nil {
-			ps = &peerSettings{Peer: d.USB4.Peer, GIDIndex: -1}
+			ps = &peerSettings{Peer: d.USB4.Peer, GIDIndex: -1, Host: d.Peer}
 			byPeer[d.USB4.Peer] = ps
 			order = append(order, d.USB4.Peer)
+		} else if ps.Host != nil && (d.Peer == nil || d.Peer.UUID != ps.Host.UUID) {
+			ps.Host = nil // the devices disagree: name no host
 		}
 		ps.Devices = append(ps.Devices, d.Name)
 		for _, p := range d.Ports {
@@ -118,11 +123,11 @@ func busBacked(s *sysinfo.System, netdev string) bool {
 	return err == nil
 }
 
-// runNCCL prints the settings for the peer named in args (a peer number, or a device
-// that reaches it), or for every peer.
+// runNCCL prints the settings for the peer named in args (a peer number, a device
+// that reaches it, or the peer host's name or UUID), or for every peer.
 func runNCCL(w io.Writer, opts options, args []string) error {
 	if len(args) > 1 {
-		return usageError{fmt.Sprintf("nccl takes one peer (a number, or a device that reaches it), got %q", args)}
+		return usageError{fmt.Sprintf("nccl takes one peer (a number, a device that reaches it, or the host's name or UUID), got %q", args)}
 	}
 	s := collect(opts)
 	peers := ncclPeers(s)
@@ -131,7 +136,7 @@ func runNCCL(w io.Writer, opts options, args []string) error {
 		if err != nil {
 			return err
 		}
-		peers = slices.DeleteFunc(peers, func(p peerSettings) bool { return p.Peer != want })
+		peers = slices.DeleteFunc(peers, func(p peerSettings) bool { return !slices.Contains(want, p.Peer) })
 	}
 	if len(peers) == 0 {
 		if len(args) == 1 {
@@ -150,7 +155,11 @@ func runNCCL(w io.Writer, opts options, args []string) error {
 		if i > 0 {
 			p.printf("\n")
 		}
-		p.printf("# peer %d: %s, GID index %s (%s)\n", ps.Peer, strings.Join(ps.Devices, ", "),
+		host := ""
+		if ps.Host != nil {
+			host = fmt.Sprintf(" (host %s %s, XDomain %s)", orDash(ps.Host.Name), orDash(ps.Host.UUID), ps.Host.XDomain)
+		}
+		p.printf("# peer %d%s: %s, GID index %s (%s)\n", ps.Peer, host, strings.Join(ps.Devices, ", "),
 			gidIndexText(ps.GIDIndex), orDash(ps.GID))
 		for _, e := range ps.Env {
 			p.printf("export %s=%s\n", e.Name, e.Value)
@@ -172,17 +181,26 @@ func gidIndexText(i int) string {
 	return strconv.Itoa(i)
 }
 
-// peerOf resolves a peer argument: a peer number, or the name of a usb4 device.
-func peerOf(s *sysinfo.System, arg string) (uint32, error) {
+// peerOf resolves a peer argument: a peer number, the name of a usb4 device, or the
+// name (XDomain device_name) or UUID of the host the devices reach. A host reached
+// from several domains (in one kernel, the bed's hosts) gives several peers.
+func peerOf(s *sysinfo.System, arg string) ([]uint32, error) {
 	if n, err := strconv.ParseUint(arg, 10, 32); err == nil {
-		return uint32(n), nil
+		return []uint32{uint32(n)}, nil
 	}
+	var out []uint32
 	for _, d := range usb4Devices(s) {
 		if d.Name == arg {
-			return d.USB4.Peer, nil
+			return []uint32{d.USB4.Peer}, nil
+		}
+		if d.Peer != nil && (strings.EqualFold(d.Peer.UUID, arg) || d.Peer.Name == arg) && !slices.Contains(out, d.USB4.Peer) {
+			out = append(out, d.USB4.Peer)
 		}
 	}
-	return 0, usageError{fmt.Sprintf("nccl: %q is neither a peer number nor a usb4 device", arg)}
+	if len(out) > 0 {
+		return out, nil
+	}
+	return nil, usageError{fmt.Sprintf("nccl: %q is neither a peer number, a usb4 device, nor a host a usb4 device reaches", arg)}
 }
 
 // checkNCCLEnv: the device and GID selectors this process has set (NCCL_IB_HCA,

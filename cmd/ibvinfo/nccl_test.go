@@ -20,7 +20,7 @@ func TestNCCLSettingsOnTheBed(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"# peer 2: usb4_rdma5, usb4_rdma6, GID index 1 (0000:0000:0000:0000:0000:ffff:0a4d:0001)\n",
+		"# peer 2 (host tbloop-hostA 74626c6f-6f70-4000-8000-74626c6f6f70, XDomain 1-5): usb4_rdma5, usb4_rdma6, GID index 1 (0000:0000:0000:0000:0000:ffff:0a4d:0001)\n",
 		"export NCCL_IB_HCA==usb4_rdma5:1,usb4_rdma6:1\n",
 		"export NCCL_IB_GID_INDEX=1\n",
 		"export UCX_NET_DEVICES=usb4_rdma5:1,usb4_rdma6:1\n",
@@ -36,6 +36,12 @@ func TestNCCLSettingsOnTheBed(t *testing.T) {
 	// The peer by number, and every peer in JSON.
 	if byNum, _, _ := runCmd(t, "--root", bedHealthy, "nccl", "2"); byNum != out {
 		t.Errorf("nccl 2 differs from nccl usb4_rdma5:\n%s", byNum)
+	}
+	// ... and by the host the devices reach: its name or its UUID.
+	for _, host := range []string{"tbloop-hostA", "74626c6f-6f70-4000-8000-74626c6f6f70"} {
+		if byHost, _, _ := runCmd(t, "--root", bedHealthy, "nccl", host); byHost != out {
+			t.Errorf("nccl %s differs from nccl usb4_rdma5:\n%s", host, byHost)
+		}
 	}
 	js, stderr, code := runCmd(t, "--root", bedHealthy, "--json", "nccl")
 	var rep ncclReport

@@ -110,6 +110,8 @@ func printShow(p *printer, rep showReport) {
 	if len(rows) > 0 {
 		p.section("\nusb4 identity (from the node GUID)")
 		p.table([]string{"DEVICE", "BACKEND", "PEER", "RAIL", "DOMAIN", "SLOT", "NOTE"}, rows)
+		p.section("\nusb4 peer hosts (the host each device reaches)")
+		p.table([]string{"DEVICE", "XDOMAIN", "HOST", "UNIQUE ID"}, peerRows(s))
 	}
 
 	rows = nil
@@ -300,4 +302,21 @@ func joinInts(v []int) string {
 // usb4Devices returns the devices with a usb4 GUID.
 func usb4Devices(s *sysinfo.System) []sysinfo.Device {
 	return slices.DeleteFunc(slices.Clone(s.Devices), func(d sysinfo.Device) bool { return d.USB4 == nil })
+}
+
+// peerRows: per usb4 device the XDomain, name and UUID of the host it
+// reaches (sysinfo resolvePeers), "-" where that cannot be told.
+func peerRows(s *sysinfo.System) [][]string {
+	var rows [][]string
+	for _, d := range s.Devices {
+		if d.USB4 == nil {
+			continue
+		}
+		if d.Peer == nil {
+			rows = append(rows, []string{d.Name, "-", "-", "- (no route in the module's debugfs and not the only XDomain on its domain)"})
+			continue
+		}
+		rows = append(rows, []string{d.Name, d.Peer.XDomain, orDash(d.Peer.Name), orDash(d.Peer.UUID)})
+	}
+	return rows
 }

@@ -36,6 +36,8 @@ type Device struct {
 	// renamed or not usb4).
 	Domain int `json:"domain"`
 	Slot   int `json:"slot"`
+	// Peer is the host a usb4 device reaches, when it can be told (resolvePeers).
+	Peer *USB4Peer `json:"peer,omitempty"`
 }
 
 // Port is one port of a device.

@@ -71,6 +71,7 @@ func Collect(root string, opts Options) *System {
 	s.DriverBinds = t.thunderboltDrivers()
 	s.Modules = []Module{t.module("thunderbolt_ibverbs"), t.module("thunderbolt_net")}
 	s.Debugfs = t.debugfs()
+	t.resolvePeers(s)
 	s.IOMMU = t.iommu()
 	s.Memlock = t.memlock(opts.Live)
 	s.Udev = t.udev()

@@ -20,12 +20,25 @@
 //                     RECV_RDMA_WITH_IMM completion: the byte_len case then
 //                     SKIPs with CITATION when every such completion had 0
 //                     (any other wrong value still FAILs)
+//     --multi LABEL   several connections at once instead (below): the
+//                     arguments are DEVs GIDs DEVr GIDr per connection
 //     --cts-torn-known CITATION
 //                     the tree's module is known to land an RDMA WRITE's bytes
 //                     out of address order: a CTS entry whose last word (idx)
 //                     arrived while each wrong field still reads 0 (not yet
 //                     landed) ends its case as a SKIP with CITATION instead
 //                     of a FAIL (NCCL would stop there too)
+//
+//   ncclpattern [options] --multi LABEL DEVs0 GIDs0 DEVr0 GIDr0 [DEVs1 ...]
+//     up to 8 connections, each sending from its DEVs to its DEVr, all driven
+//     at once, round by round, in this one process (every device opened
+//     once): NCCL's ring, each rank sending to its right neighbour on the
+//     device that reaches it and receiving from its left (LABEL ring), or one
+//     connection per NIC to one peer, as NCCL_IB_HCA=devA,devB spreads its
+//     channels (LABEL rails). Cases LABEL/qp{1,4}/{0B,4KiB,1MiB,multi8} and
+//     LABEL/qp1/4KiB+flush; a case passes when every connection moved every
+//     message with every byte right (each connection its own byte pattern,
+//     so a message landing on another connection's buffer is told apart).
 //
 // Output: one "--- PASS/FAIL/SKIP: ncclpattern/<case> (<s>s)" line per case,
 // with "    note: ..." lines (what failed first, counts). Exit 0 when no case
@@ -155,6 +168,7 @@ struct comm {
 	uint32_t *flushword;
 	struct ibv_mr *mr_cts, *mr_cts_src, *mr_cmpl_src, *mr_cmpl, *mr_s, *mr_r, *mr_flush;
 	size_t stride; // per request buffer stride
+	size_t nrecv;  // receive buffers per window slot: the case's nreqs
 	int cqe_req_s, cqe_req_r, cqe_got_s, cqe_got_r;
 };
 
@@ -381,7 +395,10 @@ static int comm_new(struct comm *c, const struct kase *k, struct dev *ds, struct
 		return -1;
 	}
 	c->stride = (k->cap + TAIL + 4095) & ~(size_t)4095;
-	size_t bufsz = (size_t)window * MAX_RECVS * c->stride;
+	// Only the receives the case uses: 1 MiB x 8 slots x MAX_RECVS was 64 MiB a side,
+	// too much for --multi's four connections in the bed's 1 GiB guest.
+	c->nrecv = (size_t)k->nreqs;
+	size_t bufsz = (size_t)window * c->nrecv * c->stride;
 	c->cts = zalloc(sizeof(struct fifo_entry) * MAX_REQUESTS * MAX_RECVS);
 	c->cts_src = zalloc(sizeof(struct fifo_entry) * MAX_REQUESTS * MAX_RECVS);
 	c->cmpl_src = zalloc(sizeof(int) * MAX_REQUESTS * MAX_RECVS);
@@ -428,11 +445,11 @@ static int comm_new(struct comm *c, const struct kase *k, struct dev *ds, struct
 
 static uint8_t *sbuf_of(struct comm *c, int window, uint64_t i, int r)
 {
-	return c->sbuf + ((size_t)(i % (uint64_t)window) * MAX_RECVS + (size_t)r) * c->stride;
+	return c->sbuf + ((size_t)(i % (uint64_t)window) * c->nrecv + (size_t)r) * c->stride;
 }
 static uint8_t *rbuf_of(struct comm *c, int window, uint64_t i, int r)
 {
-	return c->rbuf + ((size_t)(i % (uint64_t)window) * MAX_RECVS + (size_t)r) * c->stride;
+	return c->rbuf + ((size_t)(i % (uint64_t)window) * c->nrecv + (size_t)r) * c->stride;
 }
 
 static const char *wcop(enum ibv_wc_opcode o)
@@ -464,6 +481,9 @@ struct run {
 	struct msg m[MAX_WINDOW];
 	uint64_t posted, sent, done;
 	double last_progress;
+	uint64_t n;   // messages of the case
+	int salt;     // added to the receive index of the byte pattern: connection c of --multi has MAX_RECVS * c
+	int finished; // run_step said so
 };
 
 static struct msg *msg_of(struct run *u, uint64_t i)
@@ -575,7 +595,7 @@ static int isend(struct run *u)
 	int nreqs = k->nreqs;
 	for (int r = 0; r < nreqs; r++) {
 		uint8_t *b = sbuf_of(c, u->o->window, i, r);
-		fill(b, i, r, m->size[r]);
+		fill(b, i, r + u->salt, m->size[r]);
 		c->cmpl_src[slot][r] = (int)m->size[r];
 		memset(&wrs[r], 0, sizeof(wrs[r]));
 		sges[r].addr = (uint64_t)(uintptr_t)b;
@@ -779,10 +799,10 @@ static int verify(struct run *u, struct msg *m)
 	int slot = (int)(m->i % MAX_REQUESTS);
 	for (int r = 0; r < k->nreqs; r++) {
 		uint8_t *b = rbuf_of(c, u->o->window, m->i, r);
-		size_t x = first_diff(b, m->i, r, m->size[r]);
+		size_t x = first_diff(b, m->i, r + u->salt, m->size[r]);
 		if (x < m->size[r]) {
 			failf(u->r, "msg %" PRIu64 " recv %d (%zu B): byte %zu is %#x, want %#x", m->i, r, m->size[r], x, b[x],
-			      pattern(m->i, r, x));
+			      pattern(m->i, r + u->salt, x));
 			return -1;
 		}
 		for (x = m->size[r]; x < m->size[r] + TAIL; x++)
@@ -825,69 +845,100 @@ static int flush_post(struct run *u, struct msg *m)
 	return 1;
 }
 
+// run_step: one round of a case's connection: post receives and sends, poll,
+// check what is done. 1 when the connection has finished (all messages done,
+// or failed), else 0.
+static int run_step(struct run *u)
+{
+	const struct kase *k = u->k;
+	const struct opts *o = u->o;
+	struct comm *c = u->c;
+	struct res *r = u->r;
+	uint64_t n = u->n;
+	if (u->finished)
+		return 1;
+	if (!(u->done < n && !r->failed))
+		return u->finished = 1;
+	while (u->posted < n && u->posted - u->done < (uint64_t)o->window)
+		if (irecv(u))
+			break;
+	while (!r->failed && u->sent < u->posted && cts_arrived(u, u->sent)) {
+		if (isend(u))
+			break;
+		u->last_progress = now();
+	}
+	if (r->failed || progress(u))
+		return u->finished = 1;
+	while (u->done < u->sent) {
+		struct msg *m = msg_of(u, u->done);
+		if (m->state == 2 && m->recv_left == 0 && m->send_left == 0) {
+			m->state = 3;
+			if (k->flush) {
+				int rc = flush_post(u, m);
+				if (rc < 0)
+					break;
+				if (rc > 0) {
+					m->state = 4;
+					continue;
+				}
+			}
+		}
+		if (m->state == 4 && m->flush_left == 0) {
+			int last = -1;
+			for (int q = 0; q < k->nreqs; q++)
+				if (m->size[q])
+					last = q;
+			uint8_t want = pattern(m->i, last + u->salt, 0);
+			if ((*c->flushword & 0xff) != want || (*c->flushword >> 8) != 0xA5A5A5u) {
+				failf(r, "msg %" PRIu64 ": the flush READ brought %#x, want low byte %#x over 0xa5a5a5..", m->i,
+				      *c->flushword, want);
+				break;
+			}
+			m->state = 3;
+		}
+		if (m->state != 3)
+			break;
+		if (verify(u, m))
+			break;
+		m->state = 0;
+		u->done++;
+	}
+	if (!r->failed && now() - u->last_progress > o->stall_s) {
+		struct msg *m = msg_of(u, u->done);
+		const char *what = u->sent == u->done ? "the CTS RDMA_WRITE to arrive in the sender's fifo"
+				 : m->state == 4	? "the flush RDMA_READ's completion"
+				 : m->recv_left		? "the RECV_RDMA_WITH_IMM completion"
+							: "the send completion";
+		failf(r, "stalled %d s at message %" PRIu64 " (%" PRIu64 " sent): waiting for %s (recv left %d, send left %d)",
+		      o->stall_s, u->done, u->sent, what, m->recv_left, m->send_left);
+	}
+	if (u->done >= n || r->failed)
+		u->finished = 1;
+	return u->finished;
+}
+
+static void run_init(struct run *u, const struct kase *k, const struct opts *o, struct comm *c, struct res *r, int salt)
+{
+	memset(u, 0, sizeof(*u));
+	u->k = k;
+	u->o = o;
+	u->c = c;
+	u->r = r;
+	u->salt = salt;
+	u->last_progress = now();
+	u->n = (uint64_t)(k->cap >= (1u << 20) && o->big_msgs > 0 ? o->big_msgs : o->msgs);
+}
+
 // run_case: one case; returns 0 pass, 1 fail.
 static int run_case(const struct kase *k, const struct opts *o, struct dev *dv, struct res *r, struct comm *c)
 {
 	struct dev *ds = &dv[k->from], *dr = &dv[!k->from];
 	if (comm_new(c, k, ds, dr, o->window, r))
 		return 1;
-	struct run u = {.k = k, .o = o, .c = c, .r = r, .last_progress = now()};
-	uint64_t n = (uint64_t)(k->cap >= (1u << 20) && o->big_msgs > 0 ? o->big_msgs : o->msgs);
-	while (u.done < n && !r->failed) {
-		while (u.posted < n && u.posted - u.done < (uint64_t)o->window)
-			if (irecv(&u))
-				break;
-		while (!r->failed && u.sent < u.posted && cts_arrived(&u, u.sent)) {
-			if (isend(&u))
-				break;
-			u.last_progress = now();
-		}
-		if (r->failed || progress(&u))
-			break;
-		while (u.done < u.sent) {
-			struct msg *m = msg_of(&u, u.done);
-			if (m->state == 2 && m->recv_left == 0 && m->send_left == 0) {
-				m->state = 3;
-				if (k->flush) {
-					int rc = flush_post(&u, m);
-					if (rc < 0)
-						break;
-					if (rc > 0) {
-						m->state = 4;
-						continue;
-					}
-				}
-			}
-			if (m->state == 4 && m->flush_left == 0) {
-				int last = -1;
-				for (int q = 0; q < k->nreqs; q++)
-					if (m->size[q])
-						last = q;
-				uint8_t want = pattern(m->i, last, 0);
-				if ((*c->flushword & 0xff) != want || (*c->flushword >> 8) != 0xA5A5A5u) {
-					failf(r, "msg %" PRIu64 ": the flush READ brought %#x, want low byte %#x over 0xa5a5a5..", m->i,
-					      *c->flushword, want);
-					break;
-				}
-				m->state = 3;
-			}
-			if (m->state != 3)
-				break;
-			if (verify(&u, m))
-				break;
-			m->state = 0;
-			u.done++;
-		}
-		if (!r->failed && now() - u.last_progress > o->stall_s) {
-			struct msg *m = msg_of(&u, u.done);
-			const char *what = u.sent == u.done ? "the CTS RDMA_WRITE to arrive in the sender's fifo"
-					 : m->state == 4	? "the flush RDMA_READ's completion"
-					 : m->recv_left		? "the RECV_RDMA_WITH_IMM completion"
-								: "the send completion";
-			failf(r, "stalled %d s at message %" PRIu64 " (%" PRIu64 " sent): waiting for %s (recv left %d, send left %d)",
-			      o->stall_s, u.done, u.sent, what, m->recv_left, m->send_left);
-		}
-	}
+	struct run u;
+	run_init(&u, k, o, c, r, 0);
+	while (!run_step(&u))
+		;
 	return r->failed ? 1 : 0;
 }
 
@@ -1101,9 +1152,109 @@ static void add_case(struct kase *ks, int *n, int from, int nqps, const char *sn
 	snprintf(k->name, sizeof(k->name), "%s/qp%d/%s%s", from ? "h1-h0" : "h0-h1", nqps, sname, flush ? "+flush" : "");
 }
 
+enum { MAX_CONNS = 8 };
+
+// multi_main: --multi LABEL with npairs connections (argv: DEVs GIDs DEVr GIDr each).
+static int multi_main(const char *label, char **argv, int npairs, struct opts *o)
+{
+	struct dev dv[2 * MAX_CONNS] = {{0}};
+	int nd = 0, ds[MAX_CONNS], dr[MAX_CONNS];
+	for (int i = 0; i < 2 * npairs; i++) {
+		const char *name = argv[2 * i];
+		int gidx = atoi(argv[2 * i + 1]), j;
+		for (j = 0; j < nd; j++)
+			if (!strcmp(dv[j].name, name))
+				break;
+		if (j == nd) {
+			if (open_dev(&dv[nd], name, gidx)) {
+				printf("%s--- FAIL: %s%s/open (%s)\n", LP, NP, label, name);
+				return 1;
+			}
+			nd++;
+		}
+		if (i % 2)
+			dr[i / 2] = j;
+		else
+			ds[i / 2] = j;
+	}
+	struct kase ks[16];
+	int nk = 0;
+	static const size_t s0[] = {0}, s4k[] = {4096}, s1m[] = {1 << 20};
+	static const size_t multi[MAX_RECVS] = {4096, 0, 1, 65536 + 3, 128, 7, 4095, 12345};
+	for (int q = 1; q <= 4; q += 3) {
+		add_case(ks, &nk, 0, q, "0B", 1, s0, 0);
+		add_case(ks, &nk, 0, q, "4KiB", 1, s4k, 0);
+		add_case(ks, &nk, 0, q, "1MiB", 1, s1m, 0);
+		add_case(ks, &nk, 0, q, "multi8", MAX_RECVS, multi, 0);
+	}
+	add_case(ks, &nk, 0, 1, "4KiB", 1, s4k, 1);
+	for (int x = 0; x < nk; x++) {
+		char tail[64];
+		snprintf(tail, sizeof(tail), "%s", strchr(ks[x].name, '/') + 1);
+		snprintf(ks[x].name, sizeof(ks[x].name), "%.16s/%.40s", label, tail);
+	}
+	if (ref_init(1 << 20)) {
+		printf("%s--- FAIL: %s%s/open (out of memory)\n", LP, NP, label);
+		return 1;
+	}
+	int failed = 0;
+	for (int x = 0; x < nk; x++) {
+		const struct kase *k = &ks[x];
+		if (o->have_re && regexec(&o->re, k->name, 0, NULL, 0))
+			continue;
+		static struct res r[MAX_CONNS];
+		static struct comm c[MAX_CONNS];
+		static struct run u[MAX_CONNS];
+		int bad = 0, torn = 0, left = npairs;
+		double t0 = now();
+		memset(r, 0, sizeof(r));
+		for (int i = 0; i < npairs; i++) {
+			if (comm_new(&c[i], k, &dv[ds[i]], &dv[dr[i]], o->window, &r[i]))
+				bad = 1;
+			run_init(&u[i], k, o, &c[i], &r[i], MAX_RECVS * i);
+		}
+		// Every connection one round at a time, until all are through.
+		while (!bad && left > 0) {
+			left = 0;
+			for (int i = 0; i < npairs; i++)
+				if (!run_step(&u[i]))
+					left++;
+		}
+		for (int i = 0; i < npairs; i++) {
+			if (r[i].failed && r[i].torn)
+				torn = 1;
+			else if (r[i].failed)
+				bad = 1;
+		}
+		double dt = now() - t0;
+		if (!bad && torn)
+			printf("%s--- SKIP: %s%s (%.2fs)\n", LP, NP, k->name, dt);
+		else
+			printf("%s--- %s: %s%s (%.2fs)\n", LP, bad ? "FAIL" : "PASS", NP, k->name, dt);
+		for (int i = 0; i < npairs; i++) {
+			printf("%s    note: connection %d %s -> %s: %" PRIu64 " of %" PRIu64
+			       " messages, %ld RECV_RDMA_WITH_IMM, %ld send, %ld CTS, %ld flush completions\n",
+			       LP, i, dv[ds[i]].name, dv[dr[i]].name, u[i].done, u[i].n, r[i].recv_wc, r[i].send_wc, r[i].cts_wc,
+			       r[i].flush_wc);
+			if (r[i].failed)
+				printf("%s    note: connection %d: %s%s%s\n", LP, i, r[i].torn && o->cts_torn_known ? "the module's, " : "",
+				       r[i].torn && o->cts_torn_known ? o->cts_torn_known : "", r[i].first);
+			if (r[i].byte_len_wrong)
+				printf("%s    note: connection %d: byte_len wrong in %ld of %ld receive completions (%ld of them 0)\n",
+				       LP, i, r[i].byte_len_wrong, r[i].recv_wc, r[i].byte_len_zero);
+			if (bad && r[i].failed)
+				qp_states(&c[i], k->nqps);
+			comm_free(&c[i]);
+		}
+		failed |= bad;
+	}
+	return failed;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = {.msgs = 500, .window = 8, .stall_s = 60};
+	const char *multi_label = NULL;
 	int a = 1;
 	for (; a < argc && !strncmp(argv[a], "--", 2); a++) {
 		if (!strcmp(argv[a], "--msgs") && a + 1 < argc)
@@ -1124,6 +1275,8 @@ int main(int argc, char **argv)
 			o.byte_len_known = argv[++a];
 		else if (!strcmp(argv[a], "--cts-torn-known") && a + 1 < argc)
 			o.cts_torn_known = argv[++a];
+		else if (!strcmp(argv[a], "--multi") && a + 1 < argc)
+			multi_label = argv[++a];
 		else if (!strcmp(argv[a], "--cases") && a + 1 < argc) {
 			if (regcomp(&o.re, argv[++a], REG_EXTENDED | REG_NOSUB)) {
 				fprintf(stderr, "ncclpattern: bad --cases ERE\n");
@@ -1135,10 +1288,16 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (argc - a != 4 || o.msgs < 1 || o.window < 1 || o.window > MAX_WINDOW) {
+	if (multi_label && (argc - a) % 4 == 0 && argc - a >= 4 && argc - a <= 4 * MAX_CONNS && o.msgs >= 1 && o.window >= 1 &&
+	    o.window <= MAX_WINDOW) {
+		setvbuf(stdout, NULL, _IOLBF, 0);
+		return multi_main(multi_label, argv + a, (argc - a) / 4, &o);
+	}
+	if (multi_label || argc - a != 4 || o.msgs < 1 || o.window < 1 || o.window > MAX_WINDOW) {
 		fprintf(stderr, "usage: ncclpattern [--msgs N] [--window 1..%d] [--cases ERE] [--stall-s S] "
-				"[--byte-len-zero-known CITATION] [--cts-torn-known CITATION] DEV0 GID0 DEV1 GID1\n",
-			MAX_WINDOW);
+				"[--byte-len-zero-known CITATION] [--cts-torn-known CITATION] DEV0 GID0 DEV1 GID1\n"
+				"       ncclpattern [options] --multi LABEL DEVs GIDs DEVr GIDr [DEVs GIDs DEVr GIDr ...] (1..%d connections)\n",
+			MAX_WINDOW, MAX_CONNS);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -95,7 +95,7 @@ for tree in "${trees[@]}"; do
     result SKIP "usb4/$tree" "$why"
     continue
   fi
-  if ((!diag_only)); then
+  if ((!diag_only)) && [[ ${USB4_RING_ONLY:-0} != 1 ]]; then
     # Only the real-kernel tests: the package's double tests ran on the host already.
     usb4_stock_files "$tree"
     t0=$SECONDS
@@ -106,7 +106,13 @@ for tree in "${trees[@]}"; do
     usb4_stock_keep "$tree" "${k#* }" $((SECONDS - t0))
   fi
   # One more boot for ibvinfo and the faults (guest-diag.sh) on USB4_DIAG_TREES.
-  if [[ " ${USB4_DIAG_TREES-hellas-main} " == *" $tree "* ]]; then usb4_diag_boot "$tree" "$tbloop" || rc=1; fi
+  if [[ ${USB4_RING_ONLY:-0} != 1 && " ${USB4_DIAG_TREES-hellas-main} " == *" $tree "* ]]; then usb4_diag_boot "$tree" "$tbloop" || rc=1; fi
+  # The four-host ring (guest-ring.sh) on USB4_RING_TREES; with TEST_FULL=1 on every
+  # booted tree. USB4_RING_ONLY=1: this boot alone (the builds, then the ring).
+  # USB4_RING_TOPOLOGIES (ring4): one boot each (lib/bed.sh USB4_TOPOLOGIES).
+  if ((!diag_only)) && [[ ${TEST_FULL:-0} == 1 || ${USB4_RING_ONLY:-0} == 1 || " ${USB4_RING_TREES-hellas-main} " == *" $tree "* ]]; then
+    for t in ${USB4_RING_TOPOLOGIES:-ring4}; do usb4_ring_boot "$tree" "$tbloop" "$t" || rc=1; done
+  fi
 done
 "$USB4DIR/stock-doc.sh" "$REPO/build/usb4/stock-tools-usb4.md" || rc=1
 return $rc
@@ -135,6 +141,39 @@ usb4_diag_boot() {
     VM_EXTRA_DEBS="ibverbs-utils perftest ucx-utils libasan8${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
     VM_GUEST_SCRIPT="$USB4DIR/guest-diag.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} \
     "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.diag.out" | grep -v -E '^[A-Za-z0-9+/=]{60,}$'
+  return "${PIPESTATUS[0]}"
+}
+
+# usb4_ring_boot TREE TBLOOP TOPOLOGY: one more boot with tbloop in TOPOLOGY (ring4: four
+# hosts in a ring; twocable: two hosts, two cables) and guest-ring.sh: ring4 every host's
+# devices per peer and rail, NCCL's ring and two rails at once through ours and the
+# module's C provider; twocable what the module makes of a second cable to one host.
+# Stdout also kept in build/usb4/TREE.TOPOLOGY.out. USB4_RING_MSGS (100), USB4_RING_BIG_MSGS (10),
+# USB4_RING_CASES (an ERE over the NCCL cases), USB4_RING_CAPTURE=1 (ibvinfo captures).
+usb4_ring_boot() {
+  local files="$REPO/build/usb4/ring-files-$1"
+  rm -rf "$files"; mkdir -p "$files/upstream"
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$files/ncclpattern" "$USB4DIR/ncclpattern.c" -libverbs ||
+    { result FAIL "usb4/$1/ring4/build" "gcc tests/usb4/ncclpattern.c"; return 1; }
+  (cd "$REPO" && go build -o "$files/ibvinfo" ./cmd/ibvinfo) ||
+    { result FAIL "usb4/$1/ring4/build" "go build ./cmd/ibvinfo"; return 1; }
+  install -m755 "$USB4DIR/guest-ring.sh" "$files/guest-ring.sh"
+  install -m644 "$USB4DIR/guest-capture.sh" "$files/guest-capture.sh"
+  local ncases=${USB4_RING_CASES:-}
+  # CI's tier: 50 messages a case (1 MiB: 4); TEST_FULL=1: 200 (1 MiB: 20), as guest-nccl.
+  local msgs=50 big=4
+  [[ ${TEST_FULL:-0} == 1 ]] && msgs=200 big=20
+  printf 'RING_MSGS=%s\nRING_BIG_MSGS=%s\nRING_CAPTURE=%s\nRING_CASES='"'"'%s'"'"'\n' "${USB4_RING_MSGS:-$msgs}" \
+    "${USB4_RING_BIG_MSGS:-$big}" "${USB4_RING_CAPTURE:-0}" "${ncases//\'/}" > "$files/ring.conf"
+  if [[ -n ${UPSTREAM_SO:-} && ${USB4_CPROVIDER:-1} != 0 ]]; then
+    install -m644 "$UPSTREAM_SO" "$files/upstream/libusb4_rdma-rdmav34.so"
+  else
+    echo "the module's C provider is not in this boot (USB4_CPROVIDER=0, or tests/bench/upstream-provider.sh failed: build/usb4/upstream/build.err)" > "$files/upstream/skip"
+  fi
+  USB4_TREE=$1 USB4_TBLOOP_SRC=$2 USB4_TBLOOP_TOPOLOGY=$3 VM_FILES="$files" \
+    VM_EXTRA_DEBS="ibverbs-utils perftest${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+    VM_GUEST_SCRIPT="$USB4DIR/guest-ring.sh" VM_TIMEOUT=${VM_TIMEOUT:-2400} \
+    "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.$3.out" | grep -v -E '^[A-Za-z0-9+/=]{60,}$'
   return "${PIPESTATUS[0]}"
 }
 

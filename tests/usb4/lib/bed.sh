@@ -74,6 +74,20 @@ usb4_prepare() {
   KMODS_PRE="crc32c_generic crc32c_intel"
   KMODS_TAG="-usb4-$(printf '%s' "$KMODS_PRE $KMODS_REQUIRED" | sha256sum | cut -c1-8)"
   USB4_TBLOOP_PARAMS=${USB4_TBLOOP_PARAMS:-}
+  # USB4_TBLOOP_TOPOLOGY: tbloop's hosts and cables by name (usb4_topology_params).
+  local topo
+  topo=$(usb4_topology_params "${USB4_TBLOOP_TOPOLOGY:-}") || die "USB4_TBLOOP_TOPOLOGY=$USB4_TBLOOP_TOPOLOGY: one of $USB4_TOPOLOGIES"
+  if [[ -n $topo ]]; then
+    USB4_TBLOOP_PARAMS="$topo${USB4_TBLOOP_PARAMS:+ $USB4_TBLOOP_PARAMS}"
+    # 16 devices negotiate one after another in the module's work items.
+    USB4_SETUP_WAIT_S=${USB4_SETUP_WAIT_S:-300}
+    # On 6.12 each of tbloop's domains borrows a PCI function no driver is bound to as
+    # its NHI (tbloop/README.md); the bed's machine (-nodefaults) has about four. Six
+    # pci-testdev functions (no Linux driver binds them) make room for a ring's eight.
+    local i
+    for i in 1 2 3 4 5 6; do VM_QEMU_EXTRA+=" -device pci-testdev"; done
+    VM_QEMU_EXTRA=${VM_QEMU_EXTRA# }
+  fi
   local treeparams
   treeparams=$(usb4_tree_tbv_params "$USB4_TREE")
   USB4_TBV_PARAMS=${USB4_TBV_PARAMS:-$USB4_TBV_PARAMS_DEFAULT${treeparams:+ $treeparams}}
@@ -90,6 +104,23 @@ usb4_prepare() {
     VM_OVERLAY="$ov"
   fi
   USB4_DESC="$USB4_TREE ($(sed -n 's/^\([0-9a-f]\{7\}\).*/\1/p' "$treedir/SNAPSHOT" 2>/dev/null | head -n1)) on $KVER, modules ${USB4_KO_NAMES[*]}"
+}
+
+# The topologies USB4_TBLOOP_TOPOLOGY names (tbloop/README.md, "Topologies").
+USB4_TOPOLOGIES="ring4 twocable"
+
+# usb4_topology_params NAME: tbloop's parameters for topology NAME; nothing for "" (the
+# two-host default); fails for an unknown name. ring4: MULTI-PORT-TOPOLOGY.md's four
+# machines in a ring, A-B, B-C, C-D, D-A, two ports a host
+# (pleite-main docs/MULTI-PORT-TOPOLOGY.md, "Topology B"); twocable: its two machines
+# with two cables between them ("Topology A").
+usb4_topology_params() {
+  case $1 in
+    "") ;;
+    ring4) echo "hosts=4 topology=0-1,1-2,2-3,3-0" ;;
+    twocable) echo "cables=2" ;;
+    *) return 1 ;;
+  esac
 }
 
 # modinfo_field MODINFO FIELD: FIELD of a dumped .modinfo section (NUL-separated).

@@ -96,7 +96,31 @@ USB4_TEST_PSK=7573623476657262732d62656421a5a5
 usb4_tree_tbv_params() {
   case $1 in
     pleite-gda | pleite-gda-8099446) printf '%s\n' "allow_source_blind_native=1" ;;
-    pleite-main) printf '%s\n' "gpu_direct=on peer_auth_acl=$USB4_TBLOOP_UUID0=$USB4_TEST_PSK,$USB4_TBLOOP_UUID1=$USB4_TEST_PSK" ;;
+    pleite-main) printf '%s\n' "gpu_direct=on peer_auth_acl=$(usb4_topology_acl "${USB4_TBLOOP_TOPOLOGY:-}")" ;;
+  esac
+}
+
+# usb4_topology_acl TOPOLOGY: peer_auth_acl's value for every host of the topology in one
+# kernel (one module serves them all, so its one parameter holds what each machine's
+# own would). Two hosts: both UUIDs with the test PSK. ring4: the entries
+# MULTI-PORT-TOPOLOGY.md gives per machine (pleite-main:docs/MULTI-PORT-TOPOLOGY.md:212-281
+# at 30028ef, "Step 2" and "Step 3": each machine lists its two
+# neighbours, one PSK per pair: PSK_AB, PSK_BC, PSK_CD, PSK_DA), where a neighbour's UUID
+# is that of the port facing it (tbloop: a domain per port; tbl_host_uuid: host h, port p
+# is 74626c6f-6f70-400h-80pp-74626c6f6f7h).
+usb4_topology_acl() {
+  case $1 in
+    ring4)
+      local u='74626c6f-6f70-400%d-80%02x-74626c6f6f7%d' psk=${USB4_TEST_PSK%??} out="" c a pa b pb
+      # cable c (its PSK ends in 0c): host a, its port; host b, its port (tbloop's port
+      # order: a host's cables in the list's order)
+      for c in "0 0 0 1 0" "1 1 1 2 0" "2 2 1 3 0" "3 3 1 0 1"; do
+        read -r c a pa b pb <<<"$c"
+        # shellcheck disable=SC2059 # the format is the UUID's
+        out+="$(printf "$u" "$a" "$pa" "$a")=${psk}0$c,$(printf "$u" "$b" "$pb" "$b")=${psk}0$c,"
+      done
+      printf '%s\n' "${out%,}" ;;
+    *) printf '%s\n' "$USB4_TBLOOP_UUID0=$USB4_TEST_PSK,$USB4_TBLOOP_UUID1=$USB4_TEST_PSK" ;;
   esac
 }
 

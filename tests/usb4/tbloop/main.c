@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * tbloop: two hosts, their domains and NHIs, the cables between them, the
+ * tbloop: the hosts, their domains and NHIs, the cables between them, the
  * fault knobs and debugfs. See README.md for the model.
  */
 
@@ -19,14 +19,22 @@
 
 static int cables = 1;
 module_param(cables, int, 0444);
-MODULE_PARM_DESC(cables, "cables between the two hosts, 1 or 2 (default 1)");
+MODULE_PARM_DESC(cables, "without a topology: cables between the two hosts, 1 or 2 (default 1)");
 
-static unsigned int link_speed[TBL_MAX_CABLES] = { 20, 20 };
+static int hosts = 2;
+module_param(hosts, int, 0444);
+MODULE_PARM_DESC(hosts, "hosts, 2 to 4 (default 2); more than 2 need a topology");
+
+static char *topology;
+module_param(topology, charp, 0444);
+MODULE_PARM_DESC(topology, "cables between hosts as a list of pairs, e.g. 0-1,1-2,2-3,3-0 (a ring of four); every cable end is a port with its own domain and UUID. Unset: cables= between hosts 0 and 1 on one domain each");
+
+static unsigned int link_speed[TBL_MAX_CABLES] = { 20, 20, 20, 20, 20, 20 };
 static int link_speed_n;
 module_param_array(link_speed, uint, &link_speed_n, 0444);
 MODULE_PARM_DESC(link_speed, "per cable: Gb/s per lane at load (default 20); debugfs cableN/link_speed changes it later");
 
-static unsigned int link_lanes[TBL_MAX_CABLES] = { 2, 2 };
+static unsigned int link_lanes[TBL_MAX_CABLES] = { 2, 2, 2, 2, 2, 2 };
 static int link_lanes_n;
 module_param_array(link_lanes, uint, &link_lanes_n, 0444);
 MODULE_PARM_DESC(link_lanes, "per cable: 1 or 2 lanes at load (default 2)");
@@ -48,7 +56,8 @@ static int reject_ring_alloc;
 module_param(reject_ring_alloc, int, 0644);
 MODULE_PARM_DESC(reject_ring_alloc, "fail the next N tb_ring_alloc_tx/rx calls with NULL (counts down)");
 
-struct tbl_host tbl_hosts[TBL_HOSTS];
+struct tbl_host tbl_hosts[TBL_MAX_DOMAINS];
+int tbl_ndomains;
 struct tbl_cable tbl_cables[TBL_MAX_CABLES];
 int tbl_ncables;
 DEFINE_SPINLOCK(tbl_fabric_lock);
@@ -107,20 +116,27 @@ bool tbl_fault_reject_ring(void)
 }
 
 /*
- * Routes: host A reaches B on lane adapter 1 (cable 0) or 3 (cable 1), host
- * B reaches A on 5 or 7. Real peers often use the same route on both ends;
- * distinct ones keep all four ends apart for a control handler that keys
- * on the route (see xdomain.c on the rewrite).
+ * Routes: every cable end has its own. Without a topology host A reaches B
+ * on lane adapter 1 (cable 0) or 3 (cable 1), host B reaches A on 5 or 7;
+ * with one, end s of cable c is on 1 + 2c + 2 * max(2, cables) * s (a ring
+ * of four: 1, 3, 5, 7 on the first ends, 9 ... 15 on the second). Real
+ * peers often use the same route on both ends; distinct ones keep all ends
+ * in the kernel apart for a control handler that keys on the route (see
+ * xdomain.c on the rewrite).
  */
-static u64 tbl_route(int host, int cable)
+static u64 tbl_route(int cable, int side)
 {
-	return 1 + 2 * cable + 4 * host;
+	return 1 + 2 * cable + 2 * max(2, tbl_ncables) * side;
 }
 
-/* Stable host UUIDs, so unique_id and the module's GUIDs repeat across boots. */
-static void tbl_host_uuid(int host, uuid_t *uuid)
+/*
+ * Stable UUIDs, so unique_id and the module's GUIDs repeat across boots:
+ * host h's (its port p's with a topology: p is 0 on the first port, so
+ * the two-host default keeps its UUIDs).
+ */
+static void tbl_host_uuid(int host, int port, uuid_t *uuid)
 {
-	*uuid = UUID_INIT(0x74626c6f, 0x6f70, 0x4000 + host, 0x80, 0x00,
+	*uuid = UUID_INIT(0x74626c6f, 0x6f70, 0x4000 + host, 0x80, port,
 			  0x74, 0x62, 0x6c, 0x6f, 0x6f, 0x70 + host);
 }
 
@@ -129,9 +145,10 @@ static enum tb_link_width tbl_width(unsigned int lanes)
 	return lanes == 1 ? TB_LINK_WIDTH_SINGLE : TB_LINK_WIDTH_DUAL;
 }
 
-static struct tbl_xd *tbl_xd_alloc(struct tbl_cable *cable, int h)
+static struct tbl_xd *tbl_xd_alloc(struct tbl_cable *cable, int side)
 {
-	struct tbl_host *host = &tbl_hosts[h];
+	struct tbl_host *host = &tbl_hosts[cable->dom[side]];
+	struct tbl_host *remote = &tbl_hosts[cable->dom[!side]];
 	struct tbl_xd *x;
 	struct tb_xdomain *xd;
 
@@ -141,20 +158,21 @@ static struct tbl_xd *tbl_xd_alloc(struct tbl_cable *cable, int h)
 	xd = &x->xd;
 	x->host = host;
 	x->cable = cable;
+	x->side = side;
 	INIT_LIST_HEAD(&x->paths);
 	INIT_LIST_HEAD(&x->requests);
 	xd->tb = host->tb;
 	xd->local_uuid = &host->uuid;
-	xd->remote_uuid = kmemdup(&tbl_hosts[!h].uuid, sizeof(uuid_t),
-				  GFP_KERNEL);
-	xd->route = tbl_route(h, cable->index);
+	xd->remote_uuid = kmemdup(&remote->uuid, sizeof(uuid_t), GFP_KERNEL);
+	xd->route = tbl_route(cable->index, side);
 	xd->link = xd->route;	/* the lane adapter of the route's first hop */
 	xd->depth = 1;
 	/* What a Linux peer publishes (vendorid 0x1d6b "Linux", its nodename). */
 	xd->vendor = 0x1d6b;
 	xd->device = 0x0004;
 	xd->vendor_name = kstrdup("Linux", GFP_KERNEL);
-	xd->device_name = kasprintf(GFP_KERNEL, "tbloop-host%c", 'A' + !h);
+	xd->device_name = kasprintf(GFP_KERNEL, "tbloop-host%c",
+				    'A' + remote->machine);
 	xd->local_max_hopid = TBL_MAX_HOPID;
 	xd->remote_max_hopid = TBL_MAX_HOPID;
 	xd->link_speed = cable->link_speed;
@@ -177,14 +195,14 @@ static struct tbl_xd *tbl_xd_alloc(struct tbl_cable *cable, int h)
 
 int tbl_cable_plug(struct tbl_cable *cable)
 {
-	struct tbl_xd *ends[TBL_HOSTS] = {};
+	struct tbl_xd *ends[2] = {};
 	unsigned long flags;
 	int h, ret = 0;
 
 	mutex_lock(&tbl_topology_lock);
 	if (cable->plugged)
 		goto out;
-	for (h = 0; h < TBL_HOSTS; h++) {
+	for (h = 0; h < 2; h++) {
 		ends[h] = tbl_xd_alloc(cable, h);
 		if (!ends[h]) {
 			ret = -ENOMEM;
@@ -192,12 +210,12 @@ int tbl_cable_plug(struct tbl_cable *cable)
 		}
 	}
 	spin_lock_irqsave(&tbl_fabric_lock, flags);
-	for (h = 0; h < TBL_HOSTS; h++)
+	for (h = 0; h < 2; h++)
 		cable->end[h] = ends[h];
 	cable->plugged = true;
 	spin_unlock_irqrestore(&tbl_fabric_lock, flags);
 
-	for (h = 0; h < TBL_HOSTS; h++) {
+	for (h = 0; h < 2; h++) {
 		ret = tbl_xd_register(ends[h]);
 		if (ret) {
 			/* Freed by its release already. */
@@ -219,7 +237,7 @@ out:
 	mutex_unlock(&tbl_topology_lock);
 	return ret;
 err:
-	for (h = 0; h < TBL_HOSTS; h++)
+	for (h = 0; h < 2; h++)
 		if (ends[h])
 			put_device(&ends[h]->xd.dev);
 	mutex_unlock(&tbl_topology_lock);
@@ -234,13 +252,13 @@ err:
  */
 void tbl_cable_unplug(struct tbl_cable *cable)
 {
-	struct tbl_xd *ends[TBL_HOSTS];
+	struct tbl_xd *ends[2];
 	unsigned long flags;
 	int h;
 
 	mutex_lock(&tbl_topology_lock);
 	spin_lock_irqsave(&tbl_fabric_lock, flags);
-	for (h = 0; h < TBL_HOSTS; h++) {
+	for (h = 0; h < 2; h++) {
 		ends[h] = cable->end[h];
 		if (ends[h])
 			ends[h]->xd.is_unplugged = true;
@@ -248,21 +266,21 @@ void tbl_cable_unplug(struct tbl_cable *cable)
 	cable->plugged = false;
 	spin_unlock_irqrestore(&tbl_fabric_lock, flags);
 
-	for (h = 0; h < TBL_HOSTS; h++) {
+	for (h = 0; h < 2; h++) {
 		if (!ends[h])
 			continue;
 		tbl_xd_fail_requests(ends[h], -ENOTCONN);
 		tbl_xd_drop_paths(ends[h]);
 	}
-	for (h = 0; h < TBL_HOSTS; h++)
+	for (h = 0; h < 2; h++)
 		if (ends[h])
 			tbl_services_remove_all(ends[h]);
 
 	spin_lock_irqsave(&tbl_fabric_lock, flags);
-	for (h = 0; h < TBL_HOSTS; h++)
+	for (h = 0; h < 2; h++)
 		cable->end[h] = NULL;
 	spin_unlock_irqrestore(&tbl_fabric_lock, flags);
-	for (h = 0; h < TBL_HOSTS; h++)
+	for (h = 0; h < 2; h++)
 		if (ends[h])
 			tbl_xd_unregister(ends[h]);
 	if (ends[0] || ends[1])
@@ -280,7 +298,7 @@ static void tbl_rescan_fn(struct work_struct *work)
 	for (c = 0; c < tbl_ncables; c++) {
 		if (!tbl_cables[c].plugged)
 			continue;
-		for (h = 0; h < TBL_HOSTS; h++)
+		for (h = 0; h < 2; h++)
 			if (tbl_cables[c].end[h])
 				tbl_services_sync(tbl_cables[c].end[h]);
 	}
@@ -327,7 +345,7 @@ static void tbl_cable_link_changed(struct tbl_cable *cable)
 	int h;
 
 	mutex_lock(&tbl_topology_lock);
-	for (h = 0; h < TBL_HOSTS; h++) {
+	for (h = 0; h < 2; h++) {
 		struct tbl_xd *x = cable->end[h];
 
 		if (!x)
@@ -400,7 +418,7 @@ static int tbl_stats_show(struct seq_file *s, void *unused)
 		seq_printf(s, "%s: %lld\n", counters[i].name,
 			   atomic64_read((atomic64_t *)((char *)&tbl_stats +
 							counters[i].off)));
-	for (h = 0; h < TBL_HOSTS; h++) {
+	for (h = 0; h < tbl_ndomains; h++) {
 		struct tb_nhi *nhi = &tbl_hosts[h].nhi;
 
 		if (!nhi->tx_rings)
@@ -429,6 +447,24 @@ static int tbl_stats_show(struct seq_file *s, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(tbl_stats);
 
+/* Which host and port each domain is, and what each cable joins (guest scripts read it). */
+static int tbl_topology_show(struct seq_file *s, void *unused)
+{
+	int d, c;
+
+	for (d = 0; d < tbl_ndomains; d++)
+		seq_printf(s, "domain%d host=%d port=%d uuid=%pUb\n", d,
+			   tbl_hosts[d].machine, tbl_hosts[d].port,
+			   &tbl_hosts[d].uuid);
+	for (c = 0; c < tbl_ncables; c++)
+		seq_printf(s, "cable%d domain%d route=%llx <-> domain%d route=%llx plugged=%d\n",
+			   c, tbl_cables[c].dom[0], tbl_route(c, 0),
+			   tbl_cables[c].dom[1], tbl_route(c, 1),
+			   READ_ONCE(tbl_cables[c].plugged));
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(tbl_topology);
+
 static void tbl_debugfs_init(void)
 {
 	char name[16];
@@ -436,6 +472,8 @@ static void tbl_debugfs_init(void)
 
 	tbl_debugfs = debugfs_create_dir("tbloop", NULL);
 	debugfs_create_file("stats", 0444, tbl_debugfs, NULL, &tbl_stats_fops);
+	debugfs_create_file("topology", 0444, tbl_debugfs, NULL,
+			    &tbl_topology_fops);
 	for (c = 0; c < tbl_ncables; c++) {
 		struct dentry *d;
 
@@ -506,16 +544,16 @@ static int tbl_host_init(struct tbl_host *host, int h)
 	int ret;
 
 	host->index = h;
-	tbl_host_uuid(h, &host->uuid);
+	tbl_host_uuid(host->machine, host->port, &host->uuid);
 #ifdef TBL_NHI_PCI
 	host->pci = tbl_borrow_pci(h);
 	if (!host->pci) {
-		pr_err("host %d: this kernel's NHI must be a PCI device and no driverless PCI function is left to stand in\n",
+		pr_err("domain %d: this kernel's NHI must be a PCI device and no driverless PCI function is left to stand in\n",
 		       h);
 		return -ENODEV;
 	}
 	host->nhi.pdev = host->pci;
-	pr_info("host %d: NHI stands in on PCI %s\n", h, pci_name(host->pci));
+	pr_info("domain %d: NHI stands in on PCI %s\n", h, pci_name(host->pci));
 #else
 	struct platform_device_info info = {
 		.name = "tbloop-nhi",
@@ -533,7 +571,7 @@ static int tbl_host_init(struct tbl_host *host, int h)
 #endif
 	/* Buffers are found by DMA address = physical address (ring.c). */
 	if (device_iommu_mapped(tbl_host_device(host))) {
-		pr_err("host %d: %s is behind an IOMMU; DMA addresses would not be physical\n",
+		pr_err("domain %d: %s is behind an IOMMU; DMA addresses would not be physical\n",
 		       h, dev_name(tbl_host_device(host)));
 		return -EOPNOTSUPP;
 	}
@@ -569,15 +607,102 @@ static int tbl_host_init(struct tbl_host *host, int h)
 	return 0;
 }
 
+/*
+ * topology=a-b,c-d,...: cable i joins hosts a and b. Host h's ports are the
+ * cables it is on, in the list's order; each port is a domain of its own
+ * (index in host order), so a ring 0-1,1-2,2-3,3-0 gives host A domains 0
+ * (port 0, to B) and 1 (port 1, to D), B 2 (to A) and 3 (to C), and so on.
+ */
+static int tbl_parse_topology(void)
+{
+	int ends[TBL_MAX_CABLES][2], ports[TBL_MAX_HOSTS] = {};
+	const char *p = topology;
+	int n = 0, h, c, s, i;
+
+	if (hosts < 2 || hosts > TBL_MAX_HOSTS) {
+		pr_err("hosts=%d: 2 to %d are modelled\n", hosts, TBL_MAX_HOSTS);
+		return -EINVAL;
+	}
+	while (*p) {
+		int a, b, len;
+
+		if (n == TBL_MAX_CABLES) {
+			pr_err("topology=%s: more than %d cables\n", topology,
+			       TBL_MAX_CABLES);
+			return -EINVAL;
+		}
+		if (sscanf(p, "%d-%d%n", &a, &b, &len) != 2 || a < 0 ||
+		    b < 0 || a >= hosts || b >= hosts || a == b ||
+		    (p[len] && p[len] != ',')) {
+			pr_err("topology=%s: cable %d is not HOST-HOST with two different hosts below hosts=%d\n",
+			       topology, n, hosts);
+			return -EINVAL;
+		}
+		ends[n][0] = a;
+		ends[n][1] = b;
+		n++;
+		p += len + (p[len] == ',');
+	}
+	if (!n) {
+		pr_err("topology is empty\n");
+		return -EINVAL;
+	}
+	for (c = 0; c < n; c++)
+		for (s = 0; s < 2; s++)
+			ports[ends[c][s]]++;
+	for (h = 0; h < hosts; h++) {
+		if (!ports[h]) {
+			pr_err("topology=%s: host %d has no cable\n", topology, h);
+			return -EINVAL;
+		}
+	}
+	tbl_ndomains = 0;
+	for (h = 0; h < hosts; h++) {
+		int port = 0;
+
+		for (c = 0; c < n; c++) {
+			for (s = 0; s < 2; s++) {
+				if (ends[c][s] != h)
+					continue;
+				i = tbl_ndomains++;
+				tbl_hosts[i].machine = h;
+				tbl_hosts[i].port = port++;
+				tbl_cables[c].dom[s] = i;
+			}
+		}
+	}
+	tbl_ncables = n;
+	return 0;
+}
+
 static int __init tbl_init(void)
 {
 	int ret, h, c;
 
-	if (cables < 1 || cables > TBL_MAX_CABLES) {
-		pr_err("cables=%d: 1 or 2 are modelled\n", cables);
-		return -EINVAL;
+	if (topology && *topology) {
+		ret = tbl_parse_topology();
+		if (ret)
+			return ret;
+	} else {
+		if (hosts != 2) {
+			pr_err("hosts=%d needs a topology= (the default is two hosts)\n",
+			       hosts);
+			return -EINVAL;
+		}
+		if (cables < 1 || cables > 2) {
+			pr_err("cables=%d: 1 or 2 are modelled\n", cables);
+			return -EINVAL;
+		}
+		/* Two hosts, one domain each, every cable between them. */
+		tbl_ncables = cables;
+		tbl_ndomains = 2;
+		for (h = 0; h < 2; h++)
+			tbl_hosts[h].machine = h;
+		for (c = 0; c < tbl_ncables; c++) {
+			tbl_cables[c].dom[0] = 0;
+			tbl_cables[c].dom[1] = 1;
+		}
 	}
-	tbl_ncables = cables;
 	for (c = 0; c < tbl_ncables; c++) {
 		tbl_cables[c].index = c;
 		tbl_cables[c].link_speed = link_speed[c] ?: 20;
@@ -593,7 +718,7 @@ static int __init tbl_init(void)
 	ret = tbl_bus_init();
 	if (ret)
 		goto err_fabric;
-	for (h = 0; h < TBL_HOSTS; h++) {
+	for (h = 0; h < tbl_ndomains; h++) {
 		ret = tbl_host_init(&tbl_hosts[h], h);
 		if (ret)
 			goto err_hosts;
@@ -604,7 +729,8 @@ static int __init tbl_init(void)
 		if (ret)
 			goto err_cables;
 	}
-	pr_info("2 hosts, %d cable%s\n", tbl_ncables, tbl_ncables > 1 ? "s" : "");
+	pr_info("%d hosts, %d domains, %d cable%s\n", topology && *topology ? hosts : 2,
+		tbl_ndomains, tbl_ncables, tbl_ncables > 1 ? "s" : "");
 	return 0;
 
 err_cables:
@@ -614,7 +740,7 @@ err_cables:
 		tbl_cable_unplug(&tbl_cables[c]);
 	debugfs_remove_recursive(tbl_debugfs);
 err_hosts:
-	for (h = 0; h < TBL_HOSTS; h++)
+	for (h = 0; h < tbl_ndomains; h++)
 		tbl_host_exit(&tbl_hosts[h]);
 	tbl_bus_exit();
 err_fabric:
@@ -635,7 +761,7 @@ static void __exit tbl_exit(void)
 	debugfs_remove_recursive(tbl_debugfs);
 	for (c = 0; c < tbl_ncables; c++)
 		tbl_cable_unplug(&tbl_cables[c]);
-	for (h = 0; h < TBL_HOSTS; h++)
+	for (h = 0; h < tbl_ndomains; h++)
 		tbl_host_exit(&tbl_hosts[h]);
 	tbl_bus_exit();
 	tbl_fabric_exit();
@@ -645,4 +771,4 @@ static void __exit tbl_exit(void)
 module_init(tbl_init);
 module_exit(tbl_exit);
 MODULE_LICENSE("GPL");
-MODULE_DESCRIPTION("Loopback Thunderbolt bus: two hosts in one kernel, for testing thunderbolt_ibverbs");
+MODULE_DESCRIPTION("Loopback Thunderbolt bus: two to four hosts in one kernel, for testing thunderbolt_ibverbs");

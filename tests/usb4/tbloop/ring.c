@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * NHI rings and the fabric between the two hosts.
+ * NHI rings and the fabric between the hosts.
  *
  * A frame queued with __tb_ring_enqueue() waits on its ring's posted list.
  * One ordered work item (the "fabric") moves each TX frame to the RX ring
@@ -329,7 +329,7 @@ static void tbl_kick_blocked_senders(void)
 	unsigned long flags;
 	int h, hop;
 
-	for (h = 0; h < TBL_HOSTS; h++) {
+	for (h = 0; h < tbl_ndomains; h++) {
 		struct tb_nhi *nhi = &tbl_hosts[h].nhi;
 
 		if (!nhi->tx_rings)

@@ -2,10 +2,12 @@
 /*
  * tbloop: a loopback Thunderbolt bus standing in for thunderbolt.ko.
  *
- * Two hosts live in one kernel, joined by one or two cables. Each host is a
- * domain (struct tb) with an NHI whose DMA device is a platform device; each
- * cable end is an XDomain device on its host's domain. Frames queued on a
- * TX ring reach the RX ring that the peer's XDomain path maps them to.
+ * Two to four hosts live in one kernel, joined by cables. By default two
+ * hosts, each one domain (struct tb) with an NHI whose DMA device is a
+ * platform device, with one or two cables between them; with a topology
+ * (hosts=, topology=) every cable end is a port of its own domain. Each
+ * cable end is an XDomain device on its domain. Frames queued on a TX ring
+ * reach the RX ring that the peer's XDomain path maps them to.
  * README.md in this directory says what is modelled and what is not.
  */
 #ifndef TBLOOP_H
@@ -23,8 +25,10 @@
 #include <linux/version.h>
 #include <linux/workqueue.h>
 
-#define TBL_HOSTS		2
-#define TBL_MAX_CABLES		2
+/* Machines (hosts=), domains (one per host, or one per port with a topology), cables. */
+#define TBL_MAX_HOSTS		4
+#define TBL_MAX_CABLES		6	/* every pair of four hosts */
+#define TBL_MAX_DOMAINS		(2 * TBL_MAX_CABLES)
 /* Hop 0 carries the control channel on a real NHI; data rings use 1..hop_count-1. */
 #define TBL_NHI_HOPS		12
 /* First HopID usable for DMA paths (linux:drivers/thunderbolt/tb.h TB_PATH_MIN_HOPID). */
@@ -60,6 +64,7 @@ struct tbl_xd {
 	struct tb_xdomain xd;		/* first: the device core frees via xd.dev */
 	struct tbl_host *host;
 	struct tbl_cable *cable;
+	int side;			/* cable->end[side] == this */
 	struct list_head paths;		/* struct tbl_path, under tbl_fabric_lock */
 	struct list_head requests;	/* outstanding tb_xdomain_request()s, same lock */
 	bool registered;
@@ -71,12 +76,16 @@ struct tbl_cable {
 	bool plugged;
 	unsigned int link_speed;	/* Gb/s per lane, as xd->link_speed */
 	enum tb_link_width link_width;
-	struct tbl_xd *end[TBL_HOSTS];	/* end[h]: host h's XDomain, NULL when unplugged */
+	int dom[2];			/* the domain (tbl_hosts index) of each end */
+	struct tbl_xd *end[2];		/* end[s]: domain dom[s]'s XDomain, NULL when unplugged */
 	struct dentry *debugfs;
 };
 
+/* One domain with its NHI: a host, or with a topology one port of a host. */
 struct tbl_host {
-	int index;
+	int index;			/* domain index, tb->index */
+	int machine;			/* the host it belongs to: 0 = A, 1 = B, ... */
+	int port;			/* its port on that host (0 without a topology) */
 	/* The NHI device: DMA device and parent of the domain. */
 	struct platform_device *pdev;	/* 7.x: nhi->dev */
 	struct pci_dev *pci;		/* kernels whose nhi has a pci_dev (6.12) */
@@ -121,7 +130,8 @@ static inline struct tbl_xd *tbl_xd(struct tb_xdomain *xd)
 }
 
 /* main.c */
-extern struct tbl_host tbl_hosts[TBL_HOSTS];
+extern struct tbl_host tbl_hosts[TBL_MAX_DOMAINS];
+extern int tbl_ndomains;
 extern struct tbl_cable tbl_cables[TBL_MAX_CABLES];
 extern int tbl_ncables;
 extern spinlock_t tbl_fabric_lock;

@@ -7,8 +7,8 @@
  * The route in a delivered packet is rewritten to the receiver's route to
  * the sender: the receiving side answers on the route it read
  * (tb_xdp_handle_request() in xdomain.c) and the requester matches the
- * answer by its own route (tb_xdomain_match()). The two hosts therefore see
- * each other on different routes here, which is what lets the module's
+ * answer by its own route (tb_xdomain_match()). Every cable end has a
+ * route of its own here (main.c tbl_route), which is what lets the module's
  * route-keyed control handler tell them apart in one kernel.
  */
 
@@ -50,9 +50,9 @@ static struct tbl_xd *tbl_peer_locked(struct tbl_xd *x)
 {
 	struct tbl_cable *c = x->cable;
 
-	if (!c || !c->plugged || c->end[x->host->index] != x)
+	if (!c || !c->plugged || c->end[x->side] != x)
 		return NULL;
-	return c->end[!x->host->index];
+	return c->end[!x->side];
 }
 
 static void tbl_put_route(u8 *buf, u64 route)
@@ -234,11 +234,18 @@ struct tbl_ring *tbl_route_frame(struct tbl_ring *tx)
 	spin_lock(&tbl_fabric_lock);
 	for (c = 0; c < tbl_ncables && !rx; c++) {
 		struct tbl_cable *cable = &tbl_cables[c];
-		struct tbl_xd *x = cable->end[host->index];
-		struct tbl_xd *peer;
+		struct tbl_xd *x, *peer;
 		struct tbl_path *p, *q;
+		int s;
 
-		peer = cable->end[!host->index];
+		if (cable->dom[0] == host->index)
+			s = 0;
+		else if (cable->dom[1] == host->index)
+			s = 1;
+		else
+			continue;
+		x = cable->end[s];
+		peer = cable->end[!s];
 		if (!cable->plugged || !x || !peer)
 			continue;
 		list_for_each_entry(p, &x->paths, node) {
@@ -462,9 +469,16 @@ static struct tb_xdomain *tbl_find(struct tb *tb, const uuid_t *uuid,
 
 	spin_lock_irqsave(&tbl_fabric_lock, flags);
 	for (c = 0; c < tbl_ncables; c++) {
-		struct tbl_xd *x = tbl_cables[c].end[tb->index];
+		struct tbl_cable *cable = &tbl_cables[c];
+		struct tbl_xd *x;
 
-		if (!x || !tbl_cables[c].plugged)
+		if (cable->dom[0] == tb->index)
+			x = cable->end[0];
+		else if (cable->dom[1] == tb->index)
+			x = cable->end[1];
+		else
+			continue;
+		if (!x || !cable->plugged)
 			continue;
 		if (uuid ? uuid_equal(x->xd.remote_uuid, uuid) :
 			   x->xd.route == route) {

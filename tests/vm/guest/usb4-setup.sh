@@ -1,12 +1,16 @@
 # shellcheck shell=sh
 # shellcheck disable=SC2034,SC2154 # sets what /init exports; reads /etc/vmtest.conf
 # The usb4 bed's setup, sourced by /init when MODE=usb4 (tests/usb4/README.md): loads
-# tbloop (two hosts joined by loopback cables, standing in for thunderbolt.ko), a dummy
+# tbloop (two hosts joined by loopback cables, standing in for thunderbolt.ko; or 2-4
+# hosts in a topology, USB4_TBLOOP_TOPOLOGY on the host side), a dummy
 # netdev for roce_netdev, the real thunderbolt_ibverbs with a user's usual parameters,
 # and waits until both hosts' usb4_rdma devices are ACTIVE with a RoCE v2 GID. Sets DEV0
 # and DEV1 (one device of each host), GID0/GID1, NETDEV0/1, IP0/IP1, and exports
 # USB4VERBS_BACKEND_TREE, USB4VERBS_USB4_DEVS0/1 (every device of each host) and
-# USB4VERBS_USB4_RAILS (devices per host: rails per cable times cables).
+# USB4VERBS_USB4_RAILS (devices per host: rails per cable times cables). With a topology
+# also USB4VERBS_USB4_HOSTS (tbloop's hosts), USB4VERBS_USB4_DEVS2/3 and
+# USB4VERBS_USB4_PEERS ("DEV:HOST:PEER_HOST" for every device: the host it is on, the
+# host it reaches).
 
 DIAG_RE='tbv|tbloop|thunderbolt|usb4|xdomain|rdma|infiniband|uverbs|warn|error|fail|bug|call trace'
 
@@ -44,10 +48,27 @@ usb4_host() {
   fi
   [ -n "$h" ] || h=$(echo "$p" | sed -n 's#.*/domain\([0-9][0-9]*\)\(/.*\)\{0,1\}$#\1#p')
   [ -n "$h" ] || h=$(echo "$p" | sed -n 's#.*/\([0-9][0-9]*\)-[0-9][0-9.]*$#\1#p')
+  # With a topology every port is a domain of its own: tbloop's debugfs says whose.
+  if [ -n "$h" ] && [ "$USB4_TOPO" = 1 ]; then
+    h=$(sed -n "s/^domain$h host=\([0-9]*\) .*/\1/p" /sys/kernel/debug/tbloop/topology)
+  fi
   echo "${h:-?}"
 }
 
+# usb4_domain DEV: the tbloop domain (NHI) DEV is on, as usb4_host reads it without the
+# topology's mapping.
+usb4_domain() { USB4_TOPO=0 usb4_host "$1"; }
+
+# usb4_peer_host DEV: the host DEV reaches: the other end of its domain's cable.
+usb4_peer_host() {
+  d=$(usb4_domain "$1")
+  o=$(sed -n "s/^cable[0-9]* domain$d route=[0-9a-f]* <-> domain\([0-9]*\) .*/\1/p; s/^cable[0-9]* domain\([0-9]*\) route=[0-9a-f]* <-> domain$d .*/\1/p" \
+    /sys/kernel/debug/tbloop/topology | head -n1)
+  [ -n "$o" ] && sed -n "s/^domain$o host=\([0-9]*\) .*/\1/p" /sys/kernel/debug/tbloop/topology
+}
+
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+USB4_TOPO=0
 $IP link set lo up || setup_fail "ip link set lo up"
 for m in $USB4_KO_NAMES; do
   [ "$m" = thunderbolt_ibverbs ] && continue
@@ -55,6 +76,13 @@ for m in $USB4_KO_NAMES; do
   modprobe "$m" $USB4_TBLOOP_PARAMS || usb4_fail "modprobe $m $USB4_TBLOOP_PARAMS"
 done
 lsmod | grep -qw '^thunderbolt' && usb4_fail "the real thunderbolt.ko got loaded"
+USB4_HOSTS=2
+if [ -n "$(cat /sys/module/tbloop/parameters/topology 2>/dev/null | grep -v '^(null)$')" ]; then
+  USB4_TOPO=1
+  USB4_HOSTS=$(cat /sys/module/tbloop/parameters/hosts)
+  echo "@@VM STEP usb4 topology hosts=$USB4_HOSTS $(cat /sys/module/tbloop/parameters/topology)"
+  cat /sys/kernel/debug/tbloop/topology
+fi
 $IP link add "$USB4_NETDEV" type dummy && $IP addr add "$USB4_IP/24" dev "$USB4_NETDEV" \
   && $IP link set "$USB4_NETDEV" up || usb4_fail "dummy netdev $USB4_NETDEV"
 echo "@@VM STEP usb4 stand-in uptime=$(uptime_s)"
@@ -75,7 +103,11 @@ echo "@@VM STEP usb4 module uptime=$(uptime_s)"
 usb4_rails_per_host() {
   c=$(cat /sys/module/tbloop/parameters/cables 2>/dev/null)
   case $c in 1 | 2) ;; *) c=1 ;; esac
-  if grep -qs '^native_same_peer_multicable: limited' /sys/kernel/debug/thunderbolt_ibverbs/summary; then
+  # With a topology: host 0's ports (the ring's hosts all have two; a host with
+  # fewer is waited for by usb4_want_host below).
+  [ "$USB4_TOPO" = 1 ] && c=$(grep -c '^domain[0-9]* host=0 ' /sys/kernel/debug/tbloop/topology)
+  # (In a topology each port reaches another host: the limit does not bite.)
+  if [ "$USB4_TOPO" != 1 ] && grep -qs '^native_same_peer_multicable: limited' /sys/kernel/debug/thunderbolt_ibverbs/summary; then
     [ "$c" -gt 1 ] && echo "@@VM STEP usb4 $c cables, the module takes one per host (native_same_peer_multicable: limited)" >&2
     c=1
   fi
@@ -91,6 +123,15 @@ usb4_rails_per_host() {
   echo $((c * r))
 }
 want=$(usb4_rails_per_host)
+# usb4_want_host H: the devices host H must get: one per rail of each of its ports.
+usb4_want_host() {
+  if [ "$USB4_TOPO" = 1 ]; then
+    echo $((want / $(grep -c '^domain[0-9]* host=0 ' /sys/kernel/debug/tbloop/topology) \
+      * $(grep -c "^domain[0-9]* host=$1 " /sys/kernel/debug/tbloop/topology)))
+  else
+    echo "$want"
+  fi
+}
 
 # Negotiation, ring start and registration run in the module's work items: wait, bounded,
 # until every rail of both hosts has its device.
@@ -98,24 +139,32 @@ want=$(usb4_rails_per_host)
 # and may take long on a loaded TCG guest.
 deadline=$(awk -v w="$USB4_SETUP_WAIT_S" '{print int($1) + w}' /proc/uptime)
 while :; do
-  devs0="" devs1="" n0=0 n1=0 ok=1 why=""
+  ok=1 why=""
+  h=0
+  while [ "$h" -lt "$USB4_HOSTS" ]; do eval "devs$h='' n$h=0"; h=$((h + 1)); done
   for d in /sys/class/infiniband/usb4_rdma*; do
     [ -e "$d" ] || continue
     d=${d##*/}
-    case $(usb4_host "$d") in
-      0 | 1) h=$(usb4_host "$d") ;;
+    h=$(usb4_host "$d")
+    case $h in
+      [0-9]) [ "$h" -lt "$USB4_HOSTS" ] || h=x ;;
       *) h=x ;;
     esac
     if ! port_active "$d"; then ok=0; why="$d not ACTIVE"; fi
     if [ -z "$(gid_index "$d" "$USB4_IP")" ]; then ok=0; why="$d has no RoCE v2 GID for $USB4_IP"; fi
-    case $h in
-      0) devs0="$devs0 $d"; n0=$((n0 + 1)) ;;
-      1) devs1="$devs1 $d"; n1=$((n1 + 1)) ;;
-      *) ok=0; why="cannot tell the host of $d ($(readlink -f "/sys/class/infiniband/$d/device" 2>/dev/null))" ;;
-    esac
+    if [ "$h" = x ]; then
+      ok=0; why="cannot tell the host of $d ($(readlink -f "/sys/class/infiniband/$d/device" 2>/dev/null))"
+    else
+      eval "devs$h=\"\$devs$h \$d\" n$h=\$((n$h + 1))"
+    fi
   done
-  [ "$n0" -lt "$want" ] && { ok=0; why="host 0 has $n0 of $want usb4_rdma devices (${devs0# })"; }
-  [ "$n1" -lt "$want" ] && { ok=0; why="host 1 has $n1 of $want usb4_rdma devices (${devs1# })"; }
+  h=0
+  while [ "$h" -lt "$USB4_HOSTS" ]; do
+    eval "n=\$n$h devs=\$devs$h"
+    w=$(usb4_want_host "$h")
+    [ "$n" -lt "$w" ] && { ok=0; why="host $h has $n of $w usb4_rdma devices (${devs# })"; }
+    h=$((h + 1))
+  done
   [ $ok = 1 ] && break
   [ "$(cut -d. -f1 /proc/uptime)" -ge "$deadline" ] && usb4_fail "devices not up after ${USB4_SETUP_WAIT_S} s: $why"
   sleep 0.2
@@ -131,3 +180,14 @@ NETDEV0=$USB4_NETDEV NETDEV1=$USB4_NETDEV IP0=$USB4_IP IP1=$USB4_IP
 export USB4VERBS_BACKEND_TREE="$USB4_TREE" USB4VERBS_USB4_DEVS0="${devs0# }" \
   USB4VERBS_USB4_DEVS1="${devs1# }" USB4VERBS_USB4_RAILS="$want"
 echo "@@VM STEP usb4 devices uptime=$(uptime_s) rails_per_host=$want host0=${devs0# } host1=${devs1# }"
+if [ "$USB4_TOPO" = 1 ]; then
+  # Every host's devices, and per device the host it reaches.
+  peers=""
+  for d in /sys/class/infiniband/usb4_rdma*; do
+    d=${d##*/}
+    peers="$peers $d:$(usb4_host "$d"):$(usb4_peer_host "$d")"
+  done
+  export USB4VERBS_USB4_HOSTS="$USB4_HOSTS" USB4VERBS_USB4_DEVS2="${devs2# }" \
+    USB4VERBS_USB4_DEVS3="${devs3# }" USB4VERBS_USB4_PEERS="${peers# }"
+  echo "@@VM STEP usb4 topology devices host2=${devs2# } host3=${devs3# } peers=${peers# }"
+fi

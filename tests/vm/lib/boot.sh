@@ -14,6 +14,9 @@ vm_boot() {
   local qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "$VM_SMP" -m "$VM_MEM"
               -nodefaults -no-user-config -nographic -serial stdio -monitor none -no-reboot
               -kernel "$KIMG" -initrd "$INITRD" -append "$append")
+  # VM_QEMU_EXTRA: more qemu arguments, words (the usb4 bed's topologies add PCI functions).
+  # shellcheck disable=SC2206 # split on purpose
+  [[ -n ${VM_QEMU_EXTRA:-} ]] && qemu+=($VM_QEMU_EXTRA)
   log "boot: ${qemu[*]}"
   log "serial log: $SERIAL_LOG"
   : > "$SERIAL_LOG"

@@ -298,33 +298,38 @@ static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, char *why, size_t n, co
 
 enum op { OP_WRITE, OP_READ, OP_SEND, OP_WRITE_IMM };
 
-// zcopy_count: the module's data_wr_zcopy counter (debugfs summary: the WRs
-// it sent zero-copy, hellas-gda-v2:kernel/debugfs.c:146, counted at
-// hellas-gda-v2:kernel/ibdev.c:4643), -1 when there is none.
-static long long zcopy_count(void)
+// summary_counter: counter NAME of the module's debugfs summary ("NAME: N"
+// lines), -1 when there is none.
+static long long summary_counter(const char *name)
 {
 	FILE *f = fopen("/sys/kernel/debug/thunderbolt_ibverbs/summary", "re");
-	long long v = -1, x;
+	long long v = -1;
 	char line[256];
+	size_t n = strlen(name);
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "data_wr_zcopy: %lld", &x) == 1)
-			v = x;
+		if (strncmp(line, name, n) == 0 && line[n] == ':')
+			v = strtoll(line + n + 1, NULL, 10);
 	fclose(f);
 	return v;
 }
 
-// data_case: A (host 0) moves XFER_LEN bytes to/from B (host 1), both in
-// dma-buf MRs at IOVA_BASE; the receiving buffer is checked byte for byte
-// through its mapping, the sending one must be unchanged.
+// zcopy_count: the module's data_wr_zcopy counter (the WRs it sent
+// zero-copy, hellas-gda-v2:kernel/debugfs.c:146, counted at
+// hellas-gda-v2:kernel/ibdev.c:4643), -1 when there is none.
+static long long zcopy_count(void)
+{
+	return summary_counter("data_wr_zcopy");
+}
+
 // want_zcopy: the module's data_wr_zcopy counter must move too.
 static void data_case(const char *name, enum op op, struct rel_end *A, struct rel_end *B, struct dbuf *ba,
 		      struct dbuf *bb, struct ibv_mr *ma, struct ibv_mr *mb, unsigned seed, int want_zcopy)
 {
 	double t0 = rel_now();
 	char why[256] = "";
-	long long zc0 = zcopy_count();
+	long long zc0 = zcopy_count(), rxe0 = summary_counter("data_rx_copy_error");
 	memset(ba->map, GUARD, ba->size);
 	memset(bb->map, GUARD, bb->size);
 	// The source is A's buffer, except for READ, where A reads B's.
@@ -404,6 +409,14 @@ static void data_case(const char *name, enum op op, struct rel_end *A, struct re
 	return;
 fail:
 	outcome(name, "fail");
+	{
+		// The receive side's part, where the module counts it.
+		long long rxe1 = summary_counter("data_rx_copy_error");
+		if (rxe0 >= 0 && rxe1 > rxe0) {
+			size_t l = strlen(why);
+			snprintf(why + l, sizeof(why) - l, "; the module's data_rx_copy_error +%lld", rxe1 - rxe0);
+		}
+	}
 	rel_fail(name, t0, "%s", why);
 }
 

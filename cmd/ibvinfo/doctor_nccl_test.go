@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,6 +75,22 @@ func TestCheckNCCLAdaptiveRouting(t *testing.T) {
 		}
 		if (c.Verdict == verdictError || c.Verdict == verdictWarn) && !strings.Contains(c.Fix, "NCCL_IB_ADAPTIVE_ROUTING=0") {
 			t.Errorf("%s: fix %q", tc.name, c.Fix)
+		}
+	}
+}
+
+// TestNCCLCheckEnvIsRecorded: every variable the nccl-* checks read is one
+// sysinfo records from the environment (else the check never sees it set).
+// Saw it fail on the bed: NCCL_IB_ADAPTIVE_ROUTING=1 ibvinfo doctor said OK
+// on pleite-gda-8099446, the variable was not in sysinfo.EnvVars.
+func TestNCCLCheckEnvIsRecorded(t *testing.T) {
+	names := []string{"NCCL_IB_ADAPTIVE_ROUTING", "NCCL_GDR_FLUSH_DISABLE"}
+	for _, v := range ncclByteLenSettings {
+		names = append(names, v.name)
+	}
+	for _, n := range names {
+		if !slices.Contains(sysinfo.EnvVars, n) {
+			t.Errorf("%s is not in sysinfo.EnvVars", n)
 		}
 	}
 }

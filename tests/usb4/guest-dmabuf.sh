@@ -95,9 +95,11 @@ run() {
   if [ -w $MP/native_p2p_zcopy ] && [ -w $MP/zcopy_min_bytes ] && [ "${DMABUF_ZCOPY:-1}" != 0 ]; then
     p2p=$(cat $MP/native_p2p_zcopy) zmin=$(cat $MP/zcopy_min_bytes)
     echo 1 > $MP/native_p2p_zcopy && echo 4096 > $MP/zcopy_min_bytes
-    echo "# zcopy pass ($n): native_p2p_zcopy=$(cat $MP/native_p2p_zcopy) zcopy_min_bytes=$(cat $MP/zcopy_min_bytes)" >> "/tmp/dmabuf.$n"
-    env DMABUF_EXPECT="$expect" RDMAV_DRIVERS="$drv" "$@" timeout 180 "$BIN/dmabuf" --zcopy >> "/tmp/dmabuf.$n" 2>&1
-    echo "rc=$?" >> "/tmp/dmabuf.$n"
+    {
+      echo "# zcopy pass ($n): native_p2p_zcopy=$(cat $MP/native_p2p_zcopy) zcopy_min_bytes=$(cat $MP/zcopy_min_bytes)"
+      env DMABUF_EXPECT="$expect" RDMAV_DRIVERS="$drv" "$@" timeout 180 "$BIN/dmabuf" --zcopy 2>&1
+      echo "rc=$?"
+    } >> "/tmp/dmabuf.$n"
     echo "$p2p" > $MP/native_p2p_zcopy; echo "$zmin" > $MP/zcopy_min_bytes
   fi
 }

@@ -68,16 +68,16 @@ run() {
 # run_ar LABEL LINE_PREFIX ENV...: NCCL's adaptive-routing form (ncclpattern --ar), a few
 # seconds; the exit status is ncclpattern's.
 run_ar() {
-  local label=$1 lp=$2 rc
+  local label="$1" lp="$2" rc
   shift 2
   set -- env "$@" taskset 2 timeout 300 $BIN/ncclpattern --ar --stall-s 10 --name-prefix "usb4/$tree/nccl/" --line-prefix "$lp"
   [ -n "${NCCL_CASES:-}" ] && set -- "$@" --cases "$NCCL_CASES"
   [ -n "$ar_known" ] && set -- "$@" --ar-rkey0-known "$ar_known"
-  { "$@" "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" 2>&1; echo $? > /tmp/nccl.ar.$label.rc; } |
-    tee /tmp/nccl.ar.$label.out
-  rc=$(cat /tmp/nccl.ar.$label.rc 2>/dev/null || echo 99)
+  { "$@" "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" 2>&1; echo $? > /tmp/nccl.ar."$label".rc; } |
+    tee /tmp/nccl.ar."$label".out
+  rc=$(cat /tmp/nccl.ar."$label".rc 2>/dev/null || echo 99)
   [ "$rc" = 0 ] || dmesg | tail -n 20 | sed "s/^/# nccl ar $label dmesg: /"
-  if [ "$rc" != 0 ] && ! grep -q '^--- FAIL' /tmp/nccl.ar.$label.out; then
+  if [ "$rc" != 0 ] && ! grep -q '^--- FAIL' /tmp/nccl.ar."$label".out; then
     echo "${lp}--- FAIL: usb4/$tree/nccl/ar (ncclpattern --ar exit $rc)"
   fi
   return "$rc"

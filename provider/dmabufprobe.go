@@ -179,7 +179,7 @@ func (ic *importCache) put(c *Context, d DmabufImport) {
 	if c.info.Driver.Kind != DriverUSB4 || (d.State != DmabufImportWorks && d.State != DmabufImportRefused) {
 		return
 	}
-	d.Why += " (tried on " + c.info.Name + "; the answer holds for every device of the module in this process)"
+	d.Why += ", tried on " + c.info.Name + ": the answer holds for every device of the module in this process"
 	k := moduleKey{c.owned.sys, c.info.Driver.Kind}
 	ic.mu.Lock()
 	defer ic.mu.Unlock()

@@ -38,6 +38,10 @@
 //                     (READ: host 0 reads host 1's), bytes checked through the
 //                     receiver's mapping, bytes outside the target unchanged
 //
+// dmabuf --zcopy runs only the zcopy_* cases (zcopy_main below: RDMA WRITE
+// out of a vgem and a udmabuf MR on hellas-gda-v2's zero-copy send path,
+// and the directions it refuses), each on a fresh QP pair.
+//
 // DMABUF_EXPECT=reg (the tree registers dma-bufs) makes a refused "reg" a
 // FAIL; DMABUF_EXPECT=refuse makes a successful one a FAIL; unset: either.
 #include "../reliability/rel.h"

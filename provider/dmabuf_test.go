@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -227,5 +228,60 @@ func TestNCCLProbePredictsTheFirstRegistration(t *testing.T) {
 				t.Errorf("probe said %v, first registration: %v", tc.probe, err)
 			}
 		})
+	}
+}
+
+// TestDmabufImportOncePerModule: a process that opens several devices of
+// one usb4 module (NCCL every rail, ibvinfo every device) makes the import
+// attempt once, so a module that cannot import gives one kernel WARN, not
+// one per device; another module (here a fake kernel of its own) and an
+// inconclusive answer are not shared.
+// Saw it fail: with the contexts keyed by their own (per-context) kernel
+// interface, two contexts made two udmabufs.
+func TestDmabufImportOncePerModule(t *testing.T) {
+	saveDmabuf, savePanic := probeDmabuf, panicOnWarn
+	t.Cleanup(func() { probeDmabuf, panicOnWarn = saveDmabuf, savePanic })
+	t.Setenv(dmabufProbeEnv, "")
+	panicOnWarn = func() bool { return false }
+	made := 0
+	probeDmabuf = func() (int, uint64, func(), error) {
+		made++
+		return 77, 4096, func() {}, nil
+	}
+	usb4 := Driver{Kind: DriverUSB4}
+	for _, tc := range []struct {
+		name  string
+		imp   unix.Errno
+		state DmabufImportState
+		made  int // udmabufs made for two contexts of one module
+	}{
+		{"cannot import", unix.EINVAL, DmabufImportRefused, 1},
+		{"imports", 0, DmabufImportWorks, 1},
+		{"inconclusive", unix.EFAULT, DmabufImportUnknown, 2},
+	} {
+		made = 0
+		k := newFakeKernel()
+		(&dmabufModule{imp: tc.imp}).install(k)
+		for i := 0; i < 2; i++ {
+			c := openFake(t, k, usb4)
+			if d := c.DmabufImport(); d.State != tc.state {
+				t.Errorf("%s: context %d: %+v, want %v", tc.name, i, d, tc.state)
+			} else if i == 1 && tc.made == 1 && !strings.Contains(d.Why, "every device of the module") {
+				t.Errorf("%s: the second context's answer does not say it was shared: %q", tc.name, d.Why)
+			}
+			c.Close()
+		}
+		if made != tc.made {
+			t.Errorf("%s: %d udmabufs made for two contexts, want %d", tc.name, made, tc.made)
+		}
+	}
+	// A module of its own (another fake kernel): tried again.
+	made = 0
+	k := newFakeKernel()
+	(&dmabufModule{imp: unix.EINVAL}).install(k)
+	c := openFake(t, k, usb4)
+	defer c.Close()
+	if d := c.DmabufImport(); d.State != DmabufImportRefused || made != 1 {
+		t.Errorf("another module: %+v, %d udmabufs made", d, made)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -121,6 +122,12 @@ func udmabufPage() (int, uint64, func(), error) {
 // (panic_on_warn), and when USB4VERBS_DMABUF_PROBE=0. Other errnos leave the
 // answer unknown. A kernel without dma-buf MRs is not tried (NCCL's probe
 // shape, length 0 on fd -1, asks the uverbs core first).
+//
+// A conclusive answer on a usb4 device (it imports, or it cannot) holds for
+// every device of the module in this process (moduleImports): the module
+// registers all of its ib_devices the same way, so a process that opens
+// several (NCCL opens every rail, ibvinfo every device) makes one attempt,
+// and a module that cannot import gives one kernel WARN, not one per device.
 func (c *Context) DmabufImport() DmabufImport {
 	c.mu.Lock()
 	if c.dmabufImport != nil {
@@ -129,7 +136,11 @@ func (c *Context) DmabufImport() DmabufImport {
 		return d
 	}
 	c.mu.Unlock()
-	d := c.tryDmabufImport()
+	d, shared := moduleImports.get(c)
+	if !shared {
+		d = c.tryDmabufImport()
+		moduleImports.put(c, d)
+	}
 	c.mu.Lock()
 	if c.dmabufImport == nil {
 		c.dmabufImport = &d
@@ -137,6 +148,44 @@ func (c *Context) DmabufImport() DmabufImport {
 	d = *c.dmabufImport
 	c.mu.Unlock()
 	return d
+}
+
+// moduleImports keeps the conclusive import answers per module (usb4
+// devices only: every one is thunderbolt_ibverbs'), keyed by the context's
+// kernel interface too, so that a test's fake kernel is a module of its own.
+var moduleImports = &importCache{m: map[moduleKey]DmabufImport{}}
+
+type moduleKey struct {
+	sys  sysCalls
+	kind DriverKind
+}
+
+type importCache struct {
+	mu sync.Mutex
+	m  map[moduleKey]DmabufImport
+}
+
+func (ic *importCache) get(c *Context) (DmabufImport, bool) {
+	if c.info.Driver.Kind != DriverUSB4 {
+		return DmabufImport{}, false
+	}
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	d, ok := ic.m[moduleKey{c.owned.sys, c.info.Driver.Kind}]
+	return d, ok
+}
+
+func (ic *importCache) put(c *Context, d DmabufImport) {
+	if c.info.Driver.Kind != DriverUSB4 || (d.State != DmabufImportWorks && d.State != DmabufImportRefused) {
+		return
+	}
+	d.Why += ", tried on " + c.info.Name + ": the answer holds for every device of the module in this process"
+	k := moduleKey{c.owned.sys, c.info.Driver.Kind}
+	ic.mu.Lock()
+	defer ic.mu.Unlock()
+	if _, ok := ic.m[k]; !ok {
+		ic.m[k] = d
+	}
 }
 
 func (c *Context) tryDmabufImport() DmabufImport {

@@ -142,6 +142,7 @@ func runChecks(e doctorEnv) []check {
 		checkNCCLEnv(e),
 		checkNCCLWriteImmByteLen(e),
 		checkNCCLFlushLoopback(e),
+		checkNCCLAdaptiveRouting(e),
 		checkUnreadable(e),
 	}
 }

@@ -89,3 +89,52 @@ func checkNCCLFlushLoopback(e doctorEnv) check {
 	}
 	return ok(id, "thunderbolt_ibverbs has no local loopback, so NCCL's GPU Direct flush (a QP connected to itself, used with GPU Direct RDMA or dma-buf) cannot complete across two hosts: set NCCL_GDR_FLUSH_DISABLE=1 when NCCL uses GPU buffers")
 }
+
+// writeImmQueuedCounter is a debugfs summary counter only a module that
+// queues every RDMA_WRITE_WITH_IMM for in-order delivery has: pleite-gda-8099446
+// hands each one to its reorder list (kernel/ibdev.c:10712-10717) and counts it
+// (data_rx_write_imm_reorder_buffered, kernel/debugfs.c:608). Delivered from
+// there, a WRITE_WITH_IMM has its rkey looked up even when it carries no
+// bytes (tbv_rx_deliver_reorder_write_locked, kernel/ibdev.c:9340-9344), so the
+// 0-byte one NCCL posts with rkey 0 under NCCL_IB_ADAPTIVE_ROUTING=1 ends in a
+// LOC_PROT_ERR receive completion. hellas-main, hellas-gda-v2, pleite-gda and
+// pleite-main take an in-order WRITE_WITH_IMM directly and look an rkey up
+// only for bytes (hellas-main:kernel/ibdev.c:8295-8305), and have no such
+// counter. Seen on the bed: tests/usb4/ncclpattern.c --ar (docs/nccl-pattern.md).
+const writeImmQueuedCounter = "data_rx_write_imm_reorder_buffered"
+
+// checkNCCLAdaptiveRouting names NCCL_IB_ADAPTIVE_ROUTING=1 on a module that
+// refuses the 0-byte RDMA_WRITE_WITH_IMM NCCL then posts after the data of
+// every message above NCCL_IB_AR_THRESHOLD (NVIDIA/nccl
+// src/transport/net_ib: the extra WR is zeroed, so its rkey and remote
+// address are 0). NCCL turns adaptive routing on by default only on
+// InfiniBand links; usb4 devices are RoCE, where it is off unless set.
+func checkNCCLAdaptiveRouting(e doctorEnv) check {
+	const id = "nccl-adaptive-routing"
+	s := e.sys
+	if !usb4Setup(s) {
+		return skip(id, noUSB4)
+	}
+	if !s.Module("thunderbolt_ibverbs").Loaded {
+		return skip(id, "thunderbolt_ibverbs is not loaded: what it does with write-with-immediate is unknown")
+	}
+	ar := strings.TrimSpace(s.Env["NCCL_IB_ADAPTIVE_ROUTING"])
+	on := ar != "" && ar != "0"
+	const form = "the 0-byte RDMA_WRITE_WITH_IMM with rkey 0 that NCCL_IB_ADAPTIVE_ROUTING=1 posts after each large message"
+	const fix = "unset NCCL_IB_ADAPTIVE_ROUTING or set NCCL_IB_ADAPTIVE_ROUTING=0 (NCCL's default on RoCE devices is off)"
+	if !s.Debugfs.Present {
+		if on {
+			return warn(id, "NCCL_IB_ADAPTIVE_ROUTING="+ar+", and the thunderbolt_ibverbs debugfs summary is unreadable, so whether this module refuses "+form+" cannot be told (pleite-gda-8099446 does: LOC_PROT_ERR on the receive side)",
+				fix+"; or run ibvinfo doctor as root with debugfs mounted")
+		}
+		return skip(id, "the thunderbolt_ibverbs debugfs summary is unreadable; NCCL_IB_ADAPTIVE_ROUTING is not set (off on RoCE)")
+	}
+	if _, queued := s.Debugfs.Counter(writeImmQueuedCounter); !queued {
+		return ok(id, "this thunderbolt_ibverbs delivers write-with-immediate without an rkey lookup for a 0-byte one (no "+writeImmQueuedCounter+" counter): NCCL's adaptive-routing form is taken")
+	}
+	what := "this thunderbolt_ibverbs queues every write-with-immediate for in-order delivery (" + writeImmQueuedCounter + ", the pleite-gda-8099446 line) and refuses " + form
+	if on {
+		return fail(id, what+": NCCL_IB_ADAPTIVE_ROUTING="+ar+" stops the job with a local protection error at the first such message", fix)
+	}
+	return ok(id, what+"; NCCL_IB_ADAPTIVE_ROUTING is "+map[bool]string{true: "0", false: "unset (off on RoCE)"}[ar == "0"]+": keep it so")
+}

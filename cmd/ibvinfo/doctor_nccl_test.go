@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,5 +45,52 @@ func TestCheckNCCLFlushLoopback(t *testing.T) {
 	}
 	if c := checkNCCLFlushLoopback(doctorEnv{sys: &sysinfo.System{}}); c.Verdict != verdictSkip {
 		t.Errorf("no usb4: %s", c.Verdict)
+	}
+}
+
+func TestCheckNCCLAdaptiveRouting(t *testing.T) {
+	sys := func(summary []sysinfo.KV, present bool, env map[string]string) *sysinfo.System {
+		return &sysinfo.System{Modules: []sysinfo.Module{{Name: "thunderbolt_ibverbs", Loaded: true}},
+			Debugfs: sysinfo.Debugfs{Present: present, Summary: summary}, Env: env}
+	}
+	queued := []sysinfo.KV{{Key: "data_wr_send", Value: "3"}, {Key: writeImmQueuedCounter, Value: "0"}}
+	plain := []sysinfo.KV{{Key: "data_wr_send", Value: "3"}}
+	for _, tc := range []struct {
+		name    string
+		sys     *sysinfo.System
+		verdict string
+		has     string
+	}{
+		{"no usb4", &sysinfo.System{}, verdictSkip, noUSB4},
+		{"queued, AR unset", sys(queued, true, nil), verdictOK, "unset (off on RoCE): keep it so"},
+		{"queued, AR=0", sys(queued, true, map[string]string{"NCCL_IB_ADAPTIVE_ROUTING": "0"}), verdictOK, "is 0: keep it so"},
+		{"queued, AR=1", sys(queued, true, map[string]string{"NCCL_IB_ADAPTIVE_ROUTING": "1"}), verdictError, "local protection error"},
+		{"not queued, AR=1", sys(plain, true, map[string]string{"NCCL_IB_ADAPTIVE_ROUTING": "1"}), verdictOK, "form is taken"},
+		{"no debugfs, AR=1", sys(nil, false, map[string]string{"NCCL_IB_ADAPTIVE_ROUTING": "1"}), verdictWarn, "cannot be told"},
+		{"no debugfs, AR unset", sys(nil, false, nil), verdictSkip, "unreadable"},
+	} {
+		c := checkNCCLAdaptiveRouting(doctorEnv{sys: tc.sys})
+		if c.Verdict != tc.verdict || !strings.Contains(c.Message, tc.has) {
+			t.Errorf("%s: %s %q, want %s containing %q", tc.name, c.Verdict, c.Message, tc.verdict, tc.has)
+		}
+		if (c.Verdict == verdictError || c.Verdict == verdictWarn) && !strings.Contains(c.Fix, "NCCL_IB_ADAPTIVE_ROUTING=0") {
+			t.Errorf("%s: fix %q", tc.name, c.Fix)
+		}
+	}
+}
+
+// TestNCCLCheckEnvIsRecorded: every variable the nccl-* checks read is one
+// sysinfo records from the environment (else the check never sees it set).
+// Saw it fail on the bed: NCCL_IB_ADAPTIVE_ROUTING=1 ibvinfo doctor said OK
+// on pleite-gda-8099446, the variable was not in sysinfo.EnvVars.
+func TestNCCLCheckEnvIsRecorded(t *testing.T) {
+	names := []string{"NCCL_IB_ADAPTIVE_ROUTING", "NCCL_GDR_FLUSH_DISABLE"}
+	for _, v := range ncclByteLenSettings {
+		names = append(names, v.name)
+	}
+	for _, n := range names {
+		if !slices.Contains(sysinfo.EnvVars, n) {
+			t.Errorf("%s is not in sysinfo.EnvVars", n)
+		}
 	}
 }

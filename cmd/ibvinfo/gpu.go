@@ -37,6 +37,10 @@ type gpuMemory struct {
 	// GPUDirect is the module's gpu_direct parameter (auto, on, off), where
 	// the build has it (pleite-main with tbv_gpu_direct=1).
 	GPUDirect string `json:"gpu_direct,omitempty"`
+	// Moves says which transfers carry bytes through a registered dma-buf
+	// MR, where the module tells (gpuMoves): "write source" or "none"; ""
+	// where it does not tell or nothing registers.
+	Moves string `json:"moves,omitempty"`
 	// Note says why, in words.
 	Note string `json:"note"`
 }
@@ -47,11 +51,56 @@ func gpuDirectParam(s *sysinfo.System) string {
 	return s.Module("thunderbolt_ibverbs").Parameters["gpu_direct"]
 }
 
-// probeGPUMemory runs NCCL's dma-buf probe on an open context.
-func probeGPUMemory(ctx *provider.Context, usb4 bool, gpuDirect string) gpuMemory {
+// zcopyParam is the thunderbolt_ibverbs parameter that moves bytes out of
+// a dma-buf MR: hellas-gda-v2 declares it (kernel/ibdev.c:108-111,
+// "Experimental: allow native RDMA WRITE raw zcopy from dma-buf MRs using
+// pre-mapped DMA addresses"), and with it and zcopy_min_bytes > 0 its send
+// path streams an RDMA WRITE's or WRITE_WITH_IMM's dma-buf source from the
+// exporter's DMA addresses (kernel/ibdev.c:4623-4672). Every other transfer
+// of that module copies with the CPU through the umem's orig_nents, which a
+// dma-buf umem leaves 0 (kernel/ibdev.c:4095 send, :6739 receive, :8593
+// READ responder), so it fails. Seen on the bed (tests/usb4/dmabuf.c --zcopy,
+// docs/dmabuf.md): WRITE and WRITE_WITH_IMM from vgem and udmabuf buffers
+// move with native_p2p_zcopy=1 zcopy_min_bytes=4096, a dma-buf target,
+// SEND and READ fail, through our provider and the module's C provider.
+const zcopyParam = "native_p2p_zcopy"
+
+// gpuMoves says which transfers move bytes through a dma-buf MR that
+// registers, from the module's parameters: "write source" (zcopyParam on
+// and zcopy_min_bytes > 0), "none" (the module has zcopyParam, off), or ""
+// (a module without it: not known).
+func gpuMoves(params map[string]string) string {
+	v, has := params[zcopyParam]
+	if !has {
+		return ""
+	}
+	zmin := strings.TrimSpace(params["zcopy_min_bytes"])
+	if (v == "Y" || v == "1") && zmin != "" && zmin != "0" {
+		return "write source"
+	}
+	return "none"
+}
+
+// movesNote says what gpuMoves' answer means, with the parameters.
+func movesNote(moves string, params map[string]string) string {
+	now := zcopyParam + "=" + params[zcopyParam] + " zcopy_min_bytes=" + params["zcopy_min_bytes"]
+	switch moves {
+	case "write source":
+		return "bytes move only out of GPU memory, as the source of an RDMA WRITE or WRITE_WITH_IMM of at least zcopy_min_bytes (" + now +
+			"); into GPU memory, and by SEND or READ, transfers fail"
+	case "none":
+		return "no transfer moves bytes through it with " + now + "; " + zcopyParam + "=1 zcopy_min_bytes=4096 (writable in /sys/module/thunderbolt_ibverbs/parameters) " +
+			"moves RDMA WRITE and WRITE_WITH_IMM out of GPU memory; into GPU memory, and by SEND or READ, transfers fail"
+	}
+	return ""
+}
+
+// probeGPUMemory runs NCCL's dma-buf probe on an open context; params are
+// thunderbolt_ibverbs' parameters (for a usb4 device).
+func probeGPUMemory(ctx *provider.Context, usb4 bool, params map[string]string) gpuMemory {
 	g := gpuMemory{}
 	if usb4 {
-		g.GPUDirect = gpuDirect
+		g.GPUDirect = params["gpu_direct"]
 	}
 	pd, err := ctx.AllocPD()
 	if err != nil {
@@ -77,7 +126,13 @@ func probeGPUMemory(ctx *provider.Context, usb4 bool, gpuDirect string) gpuMemor
 	g.Supported = no != unix.EOPNOTSUPP && no != unix.EPROTONOSUPPORT
 	imp := ctx.DmabufImport()
 	g.State, g.Import = gpuState(g.Supported, imp.State), imp.Why
+	if usb4 && g.State == "registers" {
+		g.Moves = gpuMoves(params)
+	}
 	g.Note = gpuNote(g, usb4)
+	if m := movesNote(g.Moves, params); m != "" {
+		g.Note += "; " + m
+	}
 	return g
 }
 
@@ -130,6 +185,12 @@ func gpuText(g *gpuMemory) string {
 	if g.GPUDirect != "" {
 		extra = ", gpu_direct=" + g.GPUDirect
 	}
+	switch g.Moves {
+	case "write source":
+		yes += ", moves: WRITE from it"
+	case "none":
+		yes += ", moves: nothing"
+	}
 	return fmt.Sprintf("%s (probe %s%s)", yes, g.Probe, extra)
 }
 
@@ -152,7 +213,7 @@ var probeGPULive = func(s *sysinfo.System, names []string) map[string]gpuMemory 
 			out[n] = gpuMemory{Probe: "open: " + err.Error(), Note: "not probed"}
 			continue
 		}
-		out[n] = probeGPUMemory(ctx, true, gpuDirectParam(s))
+		out[n] = probeGPUMemory(ctx, true, s.Module("thunderbolt_ibverbs").Parameters)
 		_ = ctx.Close()
 	}
 	return out
@@ -182,7 +243,8 @@ func checkGPUMemory(e doctorEnv) check {
 	if len(devs) == 0 {
 		return skip(id, "no usb4 device to probe")
 	}
-	var yes, no, unknown, cannot, unverified []string
+	var yes, no, unknown, cannot, unverified, limited []string
+	moves := ""
 	note, cannotWhy := "", ""
 	for _, d := range devs {
 		g, ok := e.gpu[d.Name]
@@ -197,6 +259,10 @@ func checkGPUMemory(e doctorEnv) check {
 			yes = append(yes, d.Name)
 		case g.Supported:
 			yes = append(yes, d.Name)
+			if g.Moves != "" {
+				limited = append(limited, d.Name)
+				moves = g.Moves
+			}
 		default:
 			no = append(no, d.Name)
 			note = g.Note
@@ -219,6 +285,10 @@ func checkGPUMemory(e doctorEnv) check {
 			strings.Join(no, ", "), note), gpuFix(param))
 	case len(yes) == 0:
 		return skip(id, "could not probe: "+strings.Join(unknown, ", "))
+	case len(limited) > 0:
+		return warn(id, fmt.Sprintf("GPU memory (dma-buf MRs) registers on %s, but %s: NCCL and RCCL with GPU Direct receive into GPU memory, so their first receive fails",
+			strings.Join(limited, ", "), movesNote(moves, s.Module("thunderbolt_ibverbs").Parameters)),
+			"run NCCL/RCCL with NCCL_NET_GDR_LEVEL=LOC (or NCCL_DMABUF_ENABLE=0) so they stage GPU buffers through host memory")
 	}
 	msg := "GPU memory (dma-buf MRs) registers on " + strings.Join(yes, ", ")
 	if param != "" {

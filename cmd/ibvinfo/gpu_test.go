@@ -136,3 +136,43 @@ func TestGPUMemoryImportStates(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUMoves: which transfers move through a registered dma-buf MR, from
+// the module's parameters (hellas-gda-v2's native_p2p_zcopy, seen on the
+// bed: docs/dmabuf.md), and doctor's warning where GPU memory registers but
+// cannot be received into.
+func TestGPUMoves(t *testing.T) {
+	for _, c := range []struct {
+		params map[string]string
+		want   string
+	}{
+		{map[string]string{"register_verbs": "1"}, ""},
+		{map[string]string{zcopyParam: "N", "zcopy_min_bytes": "0"}, "none"},
+		{map[string]string{zcopyParam: "Y", "zcopy_min_bytes": "0"}, "none"},
+		{map[string]string{zcopyParam: "N", "zcopy_min_bytes": "4096"}, "none"},
+		{map[string]string{zcopyParam: "Y", "zcopy_min_bytes": "4096"}, "write source"},
+	} {
+		if got := gpuMoves(c.params); got != c.want {
+			t.Errorf("%v: %q, want %q", c.params, got, c.want)
+		}
+	}
+	if n := movesNote("none", map[string]string{zcopyParam: "N", "zcopy_min_bytes": "0"}); !strings.Contains(n, "native_p2p_zcopy=1 zcopy_min_bytes=4096") {
+		t.Errorf("none: %q", n)
+	}
+	g := gpuMemory{Supported: true, State: "registers", Probe: "EINVAL", Moves: "write source"}
+	if got := gpuText(&g); got != "registers, moves: WRITE from it (probe EINVAL)" {
+		t.Errorf("gpuText: %q", got)
+	}
+	sys := gpuSys("")
+	sys.Modules[0].Parameters[zcopyParam] = "Y"
+	sys.Modules[0].Parameters["zcopy_min_bytes"] = "4096"
+	got := checkGPUMemory(doctorEnv{sys: sys, gpu: map[string]gpuMemory{"usb4_rdma0": g, "usb4_rdma5": g}})
+	if got.Verdict != verdictWarn || !strings.Contains(got.Message, "into GPU memory, and by SEND or READ, transfers fail") ||
+		!strings.Contains(got.Fix, "NCCL_NET_GDR_LEVEL=LOC") {
+		t.Errorf("doctor, registers but moves only WRITE from it: %+v", got)
+	}
+	g.Moves = ""
+	if got := checkGPUMemory(doctorEnv{sys: gpuSys(""), gpu: map[string]gpuMemory{"usb4_rdma0": g, "usb4_rdma5": g}}); got.Verdict != verdictOK {
+		t.Errorf("doctor, registers, module does not tell: %+v", got)
+	}
+}

@@ -44,9 +44,9 @@ var dataPathOf = func(*provider.Context) string {
 }
 
 // queryLive asks netlink and the provider about the named devices (usb4
-// marks the usb4 ones; gpuDirect is the module's gpu_direct parameter).
+// marks the usb4 ones; params are thunderbolt_ibverbs' parameters).
 // Errors are kept per device: one broken device must not hide the others.
-func queryLive(names []string, ports map[string][]int, usb4 map[string]bool, gpuDirect string) map[string]*liveDevice {
+func queryLive(names []string, ports map[string][]int, usb4 map[string]bool, params map[string]string) map[string]*liveDevice {
 	out := map[string]*liveDevice{}
 	nl := map[string]rdmanl.Device{}
 	nlErr := ""
@@ -102,7 +102,7 @@ func queryLive(names []string, ports map[string][]int, usb4 map[string]bool, gpu
 				Netdev:    netdevs[pn],
 			})
 		}
-		g := probeGPUMemory(ctx, usb4[name], gpuDirect)
+		g := probeGPUMemory(ctx, usb4[name], params)
 		ld.GPUMemory = &g
 		ld.DataPath = dataPathOf(ctx)
 		if err := ctx.Close(); err != nil && !errors.Is(err, provider.ErrClosed) {

@@ -57,7 +57,7 @@ func runShow(w io.Writer, opts options, args []string) error {
 		for _, d := range usb4Devices(rep.System) {
 			usb4[d.Name] = true
 		}
-		rep.Live = queryLive(names, ports, usb4, gpuDirectParam(rep.System))
+		rep.Live = queryLive(names, ports, usb4, rep.System.Module("thunderbolt_ibverbs").Parameters)
 	}
 	if opts.json {
 		if err := writeJSON(w, rep); err != nil {

@@ -38,7 +38,7 @@ type System struct {
 // device selectors of NCCL, UCX and llama.cpp, and the NCCL settings the
 // doctor's nccl-* checks look at.
 var EnvVars = []string{"RDMAV_DRIVERS", "IBV_DRIVERS", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "UCX_NET_DEVICES", "GGML_RDMA_DEV",
-	"NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", "NCCL_IB_OOO_RQ", "NCCL_IB_RESILIENCY_PORT_FAILOVER", "NCCL_GDR_FLUSH_DISABLE"}
+	"NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", "NCCL_IB_OOO_RQ", "NCCL_IB_RESILIENCY_PORT_FAILOVER", "NCCL_GDR_FLUSH_DISABLE", "NCCL_IB_ADAPTIVE_ROUTING"}
 
 // Problem is a file that exists (or should) but could not be read or
 // understood. The facts that depend on it are left unknown.

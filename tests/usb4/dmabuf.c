@@ -38,6 +38,10 @@
 //                     (READ: host 0 reads host 1's), bytes checked through the
 //                     receiver's mapping, bytes outside the target unchanged
 //
+// dmabuf --zcopy runs only the zcopy_* cases (zcopy_main below: RDMA WRITE
+// out of a vgem and a udmabuf MR on hellas-gda-v2's zero-copy send path,
+// and the directions it refuses), each on a fresh QP pair.
+//
 // DMABUF_EXPECT=reg (the tree registers dma-bufs) makes a refused "reg" a
 // FAIL; DMABUF_EXPECT=refuse makes a successful one a FAIL; unset: either.
 #include "../reliability/rel.h"
@@ -48,6 +52,7 @@
 #include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 // DRM UAPI (linux:include/uapi/drm/drm.h, drm_mode.h), declared here because
 // the build host need not have libdrm's headers.
@@ -95,7 +100,9 @@ struct dbuf {
 	int fd;
 	uint8_t *map;
 	size_t size;
-	uint64_t base; // the address WRs use for byte 0: the MR's iova, or map for an ordinary MR
+	uint64_t base;	    // the address WRs use for byte 0: the MR's iova, or map for an ordinary MR
+	const char *kind;   // "vgem", "udmabuf", NULL for ordinary memory
+	int memfd;	    // udmabuf: the memfd behind it (map is its mapping), else 0
 };
 
 static int drm_fd = -1;
@@ -139,14 +146,60 @@ static int dbuf_new(struct dbuf *b)
 		return errno;
 	b->map = map;
 	b->base = IOVA_BASE;
+	b->kind = "vgem";
+	memset(b->map, GUARD, b->size);
+	return 0;
+}
+
+// struct udmabuf_create and UDMABUF_CREATE (linux:include/uapi/linux/udmabuf.h).
+struct udmabuf_create_k {
+	uint32_t memfd, flags;
+	uint64_t offset, size;
+};
+#define UDMABUF_CREATE_K _IOW('u', 0x42, struct udmabuf_create_k)
+#define UDMABUF_FLAGS_CLOEXEC_K 0x01
+
+// udmabuf_new: BUF_SIZE bytes of a sealed memfd exported through
+// /dev/udmabuf (CONFIG_UDMABUF); the exporter's mapping is the memfd's own.
+// 0, or an errno.
+static int udmabuf_new(struct dbuf *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->fd = -1;
+	b->size = BUF_SIZE;
+	int mfd = memfd_create("dmabuf-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return errno;
+	b->memfd = mfd;
+	if (ftruncate(mfd, BUF_SIZE) || fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK))
+		return errno;
+	int dev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+	if (dev < 0)
+		return errno;
+	struct udmabuf_create_k c = {.memfd = (uint32_t)mfd, .flags = UDMABUF_FLAGS_CLOEXEC_K, .size = BUF_SIZE};
+	b->fd = ioctl(dev, UDMABUF_CREATE_K, &c);
+	int e = errno;
+	close(dev);
+	if (b->fd < 0)
+		return e;
+	void *map = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (map == MAP_FAILED)
+		return errno;
+	b->map = map;
+	b->base = IOVA_BASE;
+	b->kind = "udmabuf";
 	memset(b->map, GUARD, b->size);
 	return 0;
 }
 
 static void dbuf_free(struct dbuf *b)
 {
-	if (b->map)
+	if (b->map && !b->kind)
+		free(b->map);
+	else if (b->map)
 		munmap(b->map, b->size);
+	if (b->memfd > 0)
+		close(b->memfd);
 	if (b->fd >= 0)
 		close(b->fd);
 	if (b->handle) {
@@ -249,14 +302,38 @@ static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, char *why, size_t n, co
 
 enum op { OP_WRITE, OP_READ, OP_SEND, OP_WRITE_IMM };
 
-// data_case: A (host 0) moves XFER_LEN bytes to/from B (host 1), both in
-// dma-buf MRs at IOVA_BASE; the receiving buffer is checked byte for byte
-// through its mapping, the sending one must be unchanged.
+// summary_counter: counter NAME of the module's debugfs summary ("NAME: N"
+// lines), -1 when there is none.
+static long long summary_counter(const char *name)
+{
+	FILE *f = fopen("/sys/kernel/debug/thunderbolt_ibverbs/summary", "re");
+	long long v = -1;
+	char line[256];
+	size_t n = strlen(name);
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, name, n) == 0 && line[n] == ':')
+			v = strtoll(line + n + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+// zcopy_count: the module's data_wr_zcopy counter (the WRs it sent
+// zero-copy, hellas-gda-v2:kernel/debugfs.c:146, counted at
+// hellas-gda-v2:kernel/ibdev.c:4643), -1 when there is none.
+static long long zcopy_count(void)
+{
+	return summary_counter("data_wr_zcopy");
+}
+
+// want_zcopy: the module's data_wr_zcopy counter must move too.
 static void data_case(const char *name, enum op op, struct rel_end *A, struct rel_end *B, struct dbuf *ba,
-		      struct dbuf *bb, struct ibv_mr *ma, struct ibv_mr *mb, unsigned seed)
+		      struct dbuf *bb, struct ibv_mr *ma, struct ibv_mr *mb, unsigned seed, int want_zcopy)
 {
 	double t0 = rel_now();
 	char why[256] = "";
+	long long zc0 = zcopy_count(), rxe0 = summary_counter("data_rx_copy_error");
 	memset(ba->map, GUARD, ba->size);
 	memset(bb->map, GUARD, bb->size);
 	// The source is A's buffer, except for READ, where A reads B's.
@@ -321,12 +398,29 @@ static void data_case(const char *name, enum op op, struct rel_end *A, struct re
 		snprintf(why, sizeof(why), "source changed: %s", w2);
 		goto fail;
 	}
+	long long zc1 = zcopy_count();
+	char zc[96] = "";
+	if (want_zcopy && (zc0 < 0 || zc1 <= zc0)) {
+		snprintf(why, sizeof(why), "bytes right, but the module's data_wr_zcopy %s",
+			 zc0 < 0 ? "is not in its debugfs summary" : "did not move");
+		goto fail;
+	}
+	if (zc0 >= 0)
+		snprintf(zc, sizeof(zc), "; data_wr_zcopy +%lld", zc1 - zc0);
 	outcome(name, "ok");
-	rel_pass(name, t0, "%d bytes at offset %d, every byte of both %zu-byte buffers checked%s", XFER_LEN, XFER_OFF,
-		 dst->size, src->handle ? " through the vgem mapping" : "");
+	rel_pass(name, t0, "%d bytes at offset %d, every byte of both %zu-byte buffers checked (source %s, target %s)%s",
+		 XFER_LEN, XFER_OFF, dst->size, src->kind ? src->kind : "ordinary", dst->kind ? dst->kind : "ordinary", zc);
 	return;
 fail:
 	outcome(name, "fail");
+	{
+		// The receive side's part, where the module counts it.
+		long long rxe1 = summary_counter("data_rx_copy_error");
+		if (rxe0 >= 0 && rxe1 > rxe0) {
+			size_t l = strlen(why);
+			snprintf(why + l, sizeof(why) - l, "; the module's data_rx_copy_error +%lld", rxe1 - rxe0);
+		}
+	}
 	rel_fail(name, t0, "%s", why);
 }
 
@@ -381,10 +475,158 @@ static void mr_ex_case(const char *name, struct ibv_pd *pd, uint64_t off, size_t
 	rel_check(strcmp(got, want) == 0, name, t0, "%s; ibv_reg_dmabuf_mr: %s", got, want);
 }
 
+// ---- dmabuf --zcopy (issue 33 item 1) ----
+//
+// The direction hellas-gda-v2 can move: an RDMA WRITE or WRITE_WITH_IMM whose
+// source is a dma-buf MR, with the module loaded (or set at run time) with
+// native_p2p_zcopy=1 and zcopy_min_bytes>0 (hellas-gda-v2:kernel/ibdev.c:104-111):
+// the send path then streams the source from the exporter's DMA addresses
+// (tbv_send_segments_dma_mapped, tbv_umem_dma_from_addr:
+// hellas-gda-v2:kernel/ibdev.c:4623-4672, 6856-6900) instead of copying it with
+// the CPU, which cannot read a dma-buf umem (:4095). guest-dmabuf.sh sets the
+// parameters and runs this pass through each provider. Each case on a fresh QP
+// pair: a failed WR consumes its PSN and the QP's next case would fail for it
+// (hellas-gda-v2:kernel/ibdev.c:5346-5352, 8852-8855).
+//   zcopy_write, zcopy_write_with_imm           vgem source -> ordinary target
+//   zcopy_write_udmabuf, zcopy_write_with_imm_udmabuf   udmabuf source -> ordinary
+//   zcopy_dmabuf_target   WRITE from ordinary memory into a vgem MR on host 1
+//   zcopy_send            SEND from a vgem MR into an ordinary receive
+//   zcopy_read            host 0 READs host 1's vgem MR into ordinary memory
+// The first four move XFER_LEN bytes, checked byte for byte (the source
+// through the exporter's mapping, unchanged), and data_wr_zcopy must move.
+
+// fresh_qps: a new connected QP pair on A and B, the CQs drained.
+static int fresh_qps(struct rel_end *A, struct rel_end *B, const char **what)
+{
+	struct ibv_wc wc[8];
+	if (A->qp)
+		ibv_destroy_qp(A->qp);
+	if (B->qp)
+		ibv_destroy_qp(B->qp);
+	A->qp = B->qp = NULL;
+	while (ibv_poll_cq(A->cq, 8, wc) > 0)
+		;
+	while (ibv_poll_cq(B->cq, 8, wc) > 0)
+		;
+	return rel_pair_connect(A, B, 16, what);
+}
+
+static struct ibv_mr *reg_dbuf(struct ibv_pd *pd, struct dbuf *b)
+{
+	if (!b->kind)
+		return ibv_reg_mr(pd, b->map, b->size, ACCESS);
+	return ibv_reg_dmabuf_mr(pd, 0, b->size, IOVA_BASE, b->fd, ACCESS);
+}
+
+static int ordinary_new(struct dbuf *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->fd = -1;
+	b->size = BUF_SIZE;
+	if (posix_memalign((void **)&b->map, 4096, BUF_SIZE))
+		return ENOMEM;
+	b->base = (uintptr_t)b->map;
+	memset(b->map, GUARD, b->size);
+	return 0;
+}
+
+static int zcopy_main(void)
+{
+	static const char *names[] = {"zcopy_write", "zcopy_write_with_imm", "zcopy_write_udmabuf",
+				      "zcopy_write_with_imm_udmabuf", "zcopy_dmabuf_target", "zcopy_send", "zcopy_read"};
+	enum { N = sizeof(names) / sizeof(names[0]) };
+	struct rel_end A, B;
+	const char *what = "";
+	char why[200];
+	int rc = rel_pair_open(&A, &B, 16, 4096, 16, &what);
+	if (rc) {
+		rel_fail("zcopy_setup", 0, "%s: %s", what, rel_errname(rc));
+		return rel_exit_code();
+	}
+	struct dbuf v0, v1, u0, o0, o1;
+	drm_fd = vgem_open(why, sizeof(why));
+	if (drm_fd < 0 || (rc = dbuf_new(&v0)) || (rc = dbuf_new(&v1))) {
+		for (size_t i = 0; i < N; i++) {
+			outcome(names[i], "skip");
+			rel_skip(names[i], "%s", drm_fd < 0 ? why : rel_errname(rc));
+		}
+		return rel_exit_code();
+	}
+	int urc = udmabuf_new(&u0);
+	if ((rc = ordinary_new(&o0)) || (rc = ordinary_new(&o1))) {
+		rel_fail("zcopy_setup", 0, "heap buffers: %s", rel_errname(rc));
+		return rel_exit_code();
+	}
+	errno = 0;
+	struct ibv_mr *mv0 = reg_dbuf(A.pd, &v0), *mv1 = mv0 ? reg_dbuf(B.pd, &v1) : NULL;
+	int e = errno;
+	struct ibv_mr *mu0 = urc ? NULL : reg_dbuf(A.pd, &u0);
+	int ue = urc ? urc : errno;
+	struct ibv_mr *mo0 = reg_dbuf(A.pd, &o0), *mo1 = reg_dbuf(B.pd, &o1);
+	if (!mo0 || !mo1) {
+		rel_fail("zcopy_setup", 0, "ordinary MRs: %s", rel_errname(errno));
+		return rel_exit_code();
+	}
+	printf("# zcopy: data_wr_zcopy %lld at the start\n", zcopy_count());
+	for (int i = 0; i < (int)N; i++) {
+		int udma = i == 2 || i == 3;
+		if (udma ? !mu0 : !(mv0 && mv1)) {
+			outcome(names[i], "skip");
+			rel_skip(names[i], "no dma-buf MR: %s registration refused with %s", udma ? "udmabuf" : "vgem",
+				 rel_errname(udma ? ue : e));
+			continue;
+		}
+		if ((rc = fresh_qps(&A, &B, &what))) {
+			outcome(names[i], rel_errname(rc));
+			rel_fail(names[i], 0, "a fresh QP pair: %s: %s", what, rel_errname(rc));
+			continue;
+		}
+		unsigned seed = 40 + (unsigned)i;
+		switch (i) {
+		case 0:
+			data_case(names[i], OP_WRITE, &A, &B, &v0, &o1, mv0, mo1, seed, 1);
+			break;
+		case 1:
+			data_case(names[i], OP_WRITE_IMM, &A, &B, &v0, &o1, mv0, mo1, seed, 1);
+			break;
+		case 2:
+			data_case(names[i], OP_WRITE, &A, &B, &u0, &o1, mu0, mo1, seed, 1);
+			break;
+		case 3:
+			data_case(names[i], OP_WRITE_IMM, &A, &B, &u0, &o1, mu0, mo1, seed, 1);
+			break;
+		case 4:
+			data_case(names[i], OP_WRITE, &A, &B, &o0, &v1, mo0, mv1, seed, 0);
+			break;
+		case 5:
+			data_case(names[i], OP_SEND, &A, &B, &v0, &o1, mv0, mo1, seed, 0);
+			break;
+		case 6: // A reads B's buffer: the source is host 1's vgem MR
+			data_case(names[i], OP_READ, &A, &B, &o0, &v1, mo0, mv1, seed, 0);
+			break;
+		}
+	}
+	printf("# zcopy: data_wr_zcopy %lld at the end\n", zcopy_count());
+	struct ibv_mr *mrs[] = {mv0, mv1, mu0, mo0, mo1};
+	for (size_t i = 0; i < sizeof(mrs) / sizeof(mrs[0]); i++)
+		if (mrs[i] && (rc = ibv_dereg_mr(mrs[i])))
+			rel_fail("dereg", 0, "ibv_dereg_mr: %s", rel_errname(rc));
+	rel_end_close(&A);
+	rel_end_close(&B);
+	dbuf_free(&v0);
+	dbuf_free(&v1);
+	dbuf_free(&u0);
+	dbuf_free(&o0);
+	dbuf_free(&o1);
+	close(drm_fd);
+	return rel_exit_code();
+}
+
 int main(int argc, char **argv)
 {
-	(void)argc, (void)argv;
 	rel_prog = "dmabuf";
+	if (argc > 1 && strcmp(argv[1], "--zcopy") == 0)
+		return zcopy_main();
 	static const char *data_cases[] = {"write", "read", "send_recv", "write_with_imm"};
 	const char *regs[] = {"reg", "reg_offset", "reg_fd-1", "reg_not_dmabuf", "reg_offset_past", "reg_length_past",
 			      "reg_iova_misaligned", "nccl_predicts", "reg_mr_ex_fd"};
@@ -453,7 +695,7 @@ int main(int argc, char **argv)
 		}
 		if (mca && mcb) {
 			for (int i = 0; i < 4; i++)
-				data_case(cnames[i], (enum op)i, &A, &B, &ca, &cb, mca, mcb, 10 + (unsigned)i);
+				data_case(cnames[i], (enum op)i, &A, &B, &ca, &cb, mca, mcb, 10 + (unsigned)i, 0);
 		} else {
 			rel_fail("control", tc, "ordinary MRs: %s", rel_errname(errno));
 		}
@@ -544,10 +786,10 @@ int main(int argc, char **argv)
 			rel_skip(data_cases[i], "no dma-buf MR: reg refused");
 		}
 	} else {
-		data_case("write", OP_WRITE, &A, &B, &ba, &bb, ma, mb, 1);
-		data_case("read", OP_READ, &A, &B, &ba, &bb, ma, mb, 2);
-		data_case("send_recv", OP_SEND, &A, &B, &ba, &bb, ma, mb, 3);
-		data_case("write_with_imm", OP_WRITE_IMM, &A, &B, &ba, &bb, ma, mb, 4);
+		data_case("write", OP_WRITE, &A, &B, &ba, &bb, ma, mb, 1, 0);
+		data_case("read", OP_READ, &A, &B, &ba, &bb, ma, mb, 2, 0);
+		data_case("send_recv", OP_SEND, &A, &B, &ba, &bb, ma, mb, 3, 0);
+		data_case("write_with_imm", OP_WRITE_IMM, &A, &B, &ba, &bb, ma, mb, 4, 0);
 	}
 	// Deregistered before the QPs go: the order an application takes.
 	if (ma && (rc = ibv_dereg_mr(ma)))

@@ -28,6 +28,12 @@
 //                     arrived while each wrong field still reads 0 (not yet
 //                     landed) ends its case as a SKIP with CITATION instead
 //                     of a FAIL (NCCL would stop there too)
+//     --ar            run only NCCL's adaptive-routing form (ar_cases below)
+//     --ar-rkey0-known CITATION
+//                     the tree's module is known to refuse that form's 0-byte
+//                     RDMA_WRITE_WITH_IMM for its rkey 0: its cases SKIP with
+//                     CITATION when the receive completion is LOC_PROT_ERR and
+//                     the same WR with a real rkey passed
 //
 //   ncclpattern [options] --multi LABEL DEVs0 GIDs0 DEVr0 GIDr0 [DEVs1 ...]
 //     up to 8 connections, each sending from its DEVs to its DEVr, all driven
@@ -1251,11 +1257,214 @@ static int multi_main(const char *label, char **argv, int npairs, struct opts *o
 	return failed;
 }
 
+// ---- NCCL's adaptive-routing form (--ar; issue 33 item 3) ----
+//
+// With NCCL_IB_ADAPTIVE_ROUTING=1 (the default only on InfiniBand links; on
+// RoCE NCCL leaves it off) and a message above NCCL_IB_AR_THRESHOLD, NCCL's
+// ncclIbMultiSend posts the data as an unsignaled RDMA_WRITE and then one
+// more WR, zeroed but for its opcode, wr_id, imm_data and flags: a signaled
+// RDMA_WRITE_WITH_IMM with no SGE, remote_addr 0 and rkey 0, which consumes
+// the receiver's 0-SGE receive. Variants, each on a fresh QP pair (a failed
+// WR takes its QP to the error state), each message of size 2 B .. 64 KiB
+// taken from a misaligned offset into a misaligned target:
+//   ar/<dir>/nccl      NCCL's form: the 0-byte WRITE_WITH_IMM carries rkey 0, addr 0
+//   ar/<dir>/rkey      the same with the target MR's rkey and address on it
+//   ar/<dir>/imm_only  NCCL's 0-byte WRITE_WITH_IMM (rkey 0) with no write before it
+// The receiver must see RECV_RDMA_WITH_IMM, status SUCCESS, imm = size; the
+// sender one RDMA_WRITE completion; the target the bytes, the guard around
+// it untouched. --ar-rkey0-known CITATION: when "nccl" (and "imm_only")
+// fail with the receive completion's LOC_PROT_ERR while "rkey" passes, they
+// SKIP naming the module with CITATION.
+enum { AR_SRC_OFF = 5, AR_DST_OFF = 3, AR_BUF = 65536 + 4096, AR_GUARD = 0xC3 };
+static const uint32_t ar_sizes[] = {2, 3, 129, 4097, 8193, 65535, 65536};
+
+struct ar_res {
+	int failed, recv_prot_err;
+	char why[400];
+};
+
+// ar_poll: one completion from cq within stall_s seconds; 0 or -1.
+static int ar_poll(struct ibv_cq *cq, struct ibv_wc *wc, int stall_s)
+{
+	double t0 = now();
+	while (now() - t0 < stall_s) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n < 0)
+			return -1;
+		if (n == 1)
+			return 0;
+	}
+	return -1;
+}
+
+static void ar_variant(struct dev *ds, struct dev *dr, int variant, int stall_s, struct ar_res *res)
+{
+	static const char *vname[] = {"nccl", "rkey", "imm_only"};
+	struct ibv_cq *cs = ibv_create_cq(ds->ctx, 64, NULL, NULL, 0);
+	struct ibv_cq *cr = cs ? ibv_create_cq(dr->ctx, 64, NULL, NULL, 0) : NULL;
+	struct ibv_qp *qs = cr ? mkqp(ds, cs, 64, 0) : NULL;
+	struct ibv_qp *qr = qs ? mkqp(dr, cr, 64, 64) : NULL;
+	uint8_t *sb = zalloc(AR_BUF), *rb = zalloc(AR_BUF);
+	struct ibv_mr *ms = NULL, *mr = NULL;
+	memset(res, 0, sizeof(*res));
+	if (!qr || !sb || !rb) {
+		res->failed = 1;
+		snprintf(res->why, sizeof(res->why), "create_cq/create_qp/alloc: %s", ename(errno));
+		goto out;
+	}
+	ms = ibv_reg_mr(ds->pd, sb, AR_BUF, BUF_ACCESS);
+	mr = ms ? ibv_reg_mr(dr->pd, rb, AR_BUF, BUF_ACCESS) : NULL;
+	int rc = mr ? connect_qp(qs, ds, IBV_ACCESS_REMOTE_WRITE, &dr->gid, qr->qp_num) : errno;
+	rc = rc ? rc
+		: connect_qp(qr, dr, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ, &ds->gid,
+			     qs->qp_num);
+	if (rc) {
+		res->failed = 1;
+		snprintf(res->why, sizeof(res->why), "reg_mr/connect: %s", ename(rc));
+		goto out;
+	}
+	for (size_t s = 0; s < sizeof(ar_sizes) / sizeof(ar_sizes[0]); s++) {
+		uint32_t n = ar_sizes[s];
+		memset(rb, AR_GUARD, AR_BUF);
+		fill(sb + AR_SRC_OFF, (uint64_t)s, 0, n);
+		struct ibv_recv_wr rwr = {.wr_id = 1000 + s, .sg_list = NULL, .num_sge = 0}, *rbad = NULL;
+		if ((rc = ibv_post_recv(qr, &rwr, &rbad))) {
+			res->failed = 1;
+			snprintf(res->why, sizeof(res->why), "%u B: post_recv (0 SGE): %s", n, ename(rc));
+			goto out;
+		}
+		struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)(sb + AR_SRC_OFF), .length = n, .lkey = ms->lkey};
+		struct ibv_send_wr wr[2], *bad = NULL;
+		memset(wr, 0, sizeof(wr));
+		wr[0].wr_id = 2000 + s;
+		wr[0].sg_list = &sge;
+		wr[0].num_sge = 1;
+		wr[0].opcode = IBV_WR_RDMA_WRITE;
+		wr[0].wr.rdma.remote_addr = (uint64_t)(uintptr_t)(rb + AR_DST_OFF);
+		wr[0].wr.rdma.rkey = mr->rkey;
+		wr[0].next = &wr[1];
+		// NCCL: memset(lastWr, 0), then wr_id, opcode, imm_data, next, send_flags.
+		wr[1].wr_id = 3000 + s;
+		wr[1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		wr[1].imm_data = htobe32(n);
+		wr[1].send_flags = IBV_SEND_SIGNALED;
+		if (variant == 1) {
+			wr[1].wr.rdma.remote_addr = (uint64_t)(uintptr_t)(rb + AR_DST_OFF + n);
+			wr[1].wr.rdma.rkey = mr->rkey;
+		}
+		if ((rc = ibv_post_send(qs, variant == 2 ? &wr[1] : wr, &bad))) {
+			res->failed = 1;
+			snprintf(res->why, sizeof(res->why), "%u B: post_send: %s", n, ename(rc));
+			goto out;
+		}
+		struct ibv_wc ws, wrc;
+		int gs = ar_poll(cs, &ws, stall_s), gr = ar_poll(cr, &wrc, stall_s);
+		char side[2][160] = {"", ""};
+		if (gs)
+			snprintf(side[0], sizeof(side[0]), "sender: no completion in %d s", stall_s);
+		else if (ws.status != IBV_WC_SUCCESS || ws.opcode != IBV_WC_RDMA_WRITE || ws.wr_id != 3000 + s)
+			snprintf(side[0], sizeof(side[0]), "sender: %s (vendor_err %#x) opcode %s wr_id %" PRIu64,
+				 ibv_wc_status_str(ws.status), ws.vendor_err, wcop(ws.opcode), ws.wr_id);
+		if (gr)
+			snprintf(side[1], sizeof(side[1]), "receiver: no completion in %d s", stall_s);
+		else if (wrc.status != IBV_WC_SUCCESS || wrc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || wrc.wr_id != 1000 + s ||
+			 !(wrc.wc_flags & IBV_WC_WITH_IMM) || be32toh(wrc.imm_data) != n) {
+			snprintf(side[1], sizeof(side[1]), "receiver: %s (vendor_err %#x) opcode %s wr_id %" PRIu64 " imm %#x",
+				 ibv_wc_status_str(wrc.status), wrc.vendor_err, wcop(wrc.opcode), wrc.wr_id,
+				 be32toh(wrc.imm_data));
+			res->recv_prot_err = wrc.status == IBV_WC_LOC_PROT_ERR;
+		}
+		if (side[0][0] || side[1][0]) {
+			res->failed = 1;
+			snprintf(res->why, sizeof(res->why), "%s, message %zu (%u B): %s%s%s", vname[variant], s + 1, n, side[1],
+				 side[0][0] && side[1][0] ? "; " : "", side[0]);
+			goto out;
+		}
+		if (variant == 2)
+			continue; // nothing written
+		for (size_t x = 0; x < AR_BUF; x++) {
+			int in = x >= AR_DST_OFF && x < AR_DST_OFF + n;
+			uint8_t want = in ? pattern((uint64_t)s, 0, x - AR_DST_OFF) : AR_GUARD;
+			if (rb[x] != want) {
+				res->failed = 1;
+				snprintf(res->why, sizeof(res->why), "%s, %u B: target byte %zu (%s) is %#x, want %#x", vname[variant],
+					 n, x, in ? "written" : "guard", rb[x], want);
+				goto out;
+			}
+		}
+	}
+out:
+	if (qr)
+		ibv_destroy_qp(qr);
+	if (qs)
+		ibv_destroy_qp(qs);
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (ms)
+		ibv_dereg_mr(ms);
+	if (cr)
+		ibv_destroy_cq(cr);
+	if (cs)
+		ibv_destroy_cq(cs);
+	free(sb);
+	free(rb);
+}
+
+// ar_cases: the three variants in both directions; returns 1 when one FAILed.
+static int ar_cases(struct dev *dv, const struct opts *o, const char *rkey0_known)
+{
+	static const char *vname[] = {"nccl", "rkey", "imm_only"};
+	int failed = 0;
+	if (ref_init(AR_BUF)) {
+		printf("%s--- FAIL: %sar (out of memory)\n", LP, NP);
+		return 1;
+	}
+	for (int from = 0; from < 2; from++) {
+		struct ar_res res[3];
+		int ran[3] = {0, 0, 0};
+		// "rkey" first: whether a failure of the other two is the module's
+		// known one depends on it.
+		static const int order[] = {1, 0, 2};
+		for (int j = 0; j < 3; j++) {
+			int v = order[j];
+			char name[64];
+			snprintf(name, sizeof(name), "ar/%s/%s", from ? "h1-h0" : "h0-h1", vname[v]);
+			if (o->have_re && regexec(&o->re, name, 0, NULL, 0))
+				continue;
+			static struct counters before;
+			counters_read(&before);
+			double t0 = now();
+			ar_variant(&dv[from], &dv[1 - from], v, o->stall_s, &res[v]);
+			double dt = now() - t0;
+			ran[v] = 1;
+			// The module's, known: rkey 0 on the 0-byte WRITE_WITH_IMM is refused
+			// on the receive side while the same WR with a real rkey passed.
+			int known = rkey0_known && v != 1 && res[v].failed && res[v].recv_prot_err && ran[1] && !res[1].failed;
+			if (known)
+				printf("%s--- SKIP: %s%s (%.2fs)\n%s    note: the module's, %s: %s\n", LP, NP, name, dt, LP,
+				       rkey0_known, res[v].why);
+			else
+				printf("%s--- %s: %s%s (%.2fs)\n", LP, res[v].failed ? "FAIL" : "PASS", NP, name, dt);
+			if (res[v].failed && !known)
+				printf("%s    note: %s\n", LP, res[v].why);
+			else if (!res[v].failed)
+				printf("%s    note: %zu messages (%u B .. %u B, source +%d, target +%d), every byte and the guard checked\n",
+				       LP, sizeof(ar_sizes) / sizeof(ar_sizes[0]), ar_sizes[0],
+				       ar_sizes[sizeof(ar_sizes) / sizeof(ar_sizes[0]) - 1], AR_SRC_OFF, AR_DST_OFF);
+			if (res[v].failed)
+				counters_moved(&before);
+			failed |= res[v].failed && !known;
+		}
+	}
+	return failed;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = {.msgs = 500, .window = 8, .stall_s = 60};
 	const char *multi_label = NULL;
-	int a = 1;
+	int a = 1, ar = 0;
+	const char *ar_known = NULL;
 	for (; a < argc && !strncmp(argv[a], "--", 2); a++) {
 		if (!strcmp(argv[a], "--msgs") && a + 1 < argc)
 			o.msgs = atoi(argv[++a]);
@@ -1277,6 +1486,10 @@ int main(int argc, char **argv)
 			o.cts_torn_known = argv[++a];
 		else if (!strcmp(argv[a], "--multi") && a + 1 < argc)
 			multi_label = argv[++a];
+		else if (!strcmp(argv[a], "--ar"))
+			ar = 1;
+		else if (!strcmp(argv[a], "--ar-rkey0-known") && a + 1 < argc)
+			ar_known = argv[++a];
 		else if (!strcmp(argv[a], "--cases") && a + 1 < argc) {
 			if (regcomp(&o.re, argv[++a], REG_EXTENDED | REG_NOSUB)) {
 				fprintf(stderr, "ncclpattern: bad --cases ERE\n");
@@ -1295,7 +1508,8 @@ int main(int argc, char **argv)
 	}
 	if (multi_label || argc - a != 4 || o.msgs < 1 || o.window < 1 || o.window > MAX_WINDOW) {
 		fprintf(stderr, "usage: ncclpattern [--msgs N] [--window 1..%d] [--cases ERE] [--stall-s S] "
-				"[--byte-len-zero-known CITATION] [--cts-torn-known CITATION] DEV0 GID0 DEV1 GID1\n"
+				"[--byte-len-zero-known CITATION] [--cts-torn-known CITATION] [--ar [--ar-rkey0-known CITATION]] "
+				"DEV0 GID0 DEV1 GID1\n"
 				"       ncclpattern [options] --multi LABEL DEVs GIDs DEVr GIDr [DEVs GIDs DEVr GIDr ...] (1..%d connections)\n",
 			MAX_WINDOW, MAX_CONNS);
 		return 2;
@@ -1306,6 +1520,8 @@ int main(int argc, char **argv)
 		printf("%s--- FAIL: %sopen (the devices)\n", LP, NP);
 		return 1;
 	}
+	if (ar)
+		return ar_cases(dv, &o, ar_known);
 	struct kase ks[64];
 	int nk = 0;
 	static const size_t s0[] = {0}, s1[] = {1}, s4k[] = {4096}, s1m[] = {1 << 20};

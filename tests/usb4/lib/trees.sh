@@ -10,7 +10,10 @@ USB4_TREES="hellas-main pleite-main pleite-gda-8099446 pleite-gda hellas-gda-v2 
 # The trees tests/usb4/run.sh takes without arguments (the `make test` stage), unless
 # USB4_TEST_TREES says otherwise; tests/usb4/README.md ("Which trees make test boots")
 # says why these.
-USB4_TEST_TREES_DEFAULT="hellas-main pleite-main pleite-gda-8099446 donnerkeule-cq"
+# pleite-main is left to TEST_FULL=1: it is only built (usb4_tree_no_boot), a snapshot
+# whose build changes only with tbloop's symbols, and its module build is minutes of an
+# empty-cache CI run that the four-host ring's boot needed (issue 32).
+USB4_TEST_TREES_DEFAULT="hellas-main pleite-gda-8099446 donnerkeule-cq"
 # TEST_FULL=1 (make test's full tier): every tree the bed knows.
 USB4_TEST_TREES_FULL="hellas-main pleite-main pleite-gda-8099446 pleite-gda hellas-gda-v2 donnerkeule-cq"
 

@@ -137,6 +137,7 @@ usb4_diag_boot() {
     { result FAIL "usb4/$1/nccl/build" "gcc tests/usb4/ncclpattern.c"; return 1; }
   (cd "$REPO" && go build -o "$files/ibvinfo" ./cmd/ibvinfo) ||
     { result FAIL "usb4/$1/ibvinfo/build" "go build ./cmd/ibvinfo"; return 1; }
+  install -m644 "$USB4DIR/guest-capture.sh" "$files/guest-capture.sh"
   USB4_TREE=$1 USB4_TBLOOP_SRC=$2 VM_FILES="$files" \
     VM_EXTRA_DEBS="ibverbs-utils perftest ucx-utils libasan8${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
     VM_GUEST_SCRIPT="$USB4DIR/guest-diag.sh" VM_TIMEOUT=${VM_TIMEOUT:-600} \

@@ -461,6 +461,12 @@ while [ $rep -le "$REPS" ]; do
   rep=$((rep + 1))
 done
 
+# 2b. The control path (issue 34): tests/bench/guest-ctrl.sh, ctrlbench through the
+# module's C provider and ours, interleaved, and the system calls of each verb.
+if [ -f "$BIN/guest-ctrl.sh" ] && [ -x "$BIN/ctrlbench" ]; then
+  BENCH_CONF=$CONF sh "$BIN/guest-ctrl.sh"
+fi
+
 # 3. System calls per message, two iteration counts per side and tool.
 for t in $SYS_TOOLS; do
   rep=1

@@ -19,6 +19,10 @@ type Doc struct {
 	// its hand-written analysis (results/notes-usb4.md); either may be empty.
 	USB4      []USB4Run
 	USB4Notes string
+	// Control is the control plan (issue 34): control-*.log and the control
+	// part of usb4-*.log, with results/notes-control.md.
+	Control      []ControlRun
+	ControlNotes string
 }
 
 // providerNames labels the two sides of a run.
@@ -88,6 +92,7 @@ func WriteDoc(w io.Writer, d Doc) error {
 	if len(d.USB4) > 0 {
 		writeUSB4(p, d.USB4, d.USB4Notes)
 	}
+	writeControl(p, d.Control, d.ControlNotes)
 	p("## Host micro-benchmarks (Go, provider/dataplane)\n\n")
 	writeHost(p, d.Host)
 	return bw.Flush()

@@ -172,14 +172,18 @@ usb4_plan() {
   gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$files/footprint" tests/bench/footprint.c -libverbs
   gcc -std=c11 -O2 -Wall -Wextra -Werror -I uapi/c -o "$files/dvconsumer" tests/usb4/dvconsumer.c -libverbs
   ctrl_files "$files"
+  # gloo's pattern (issue 34 part 1), which guest-usb4.sh runs through both providers.
+  gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -o "$files/gloopattern" tests/usb4/gloopattern.c -libverbs
+  cp tests/usb4/guest-gloo.sh "$files/"
   local provider=${BENCH_PROVIDER:-build/libusb4_rdma.so}
   [[ -f $provider ]] || { echo "bench: $provider missing: run make build" >&2; return 1; }
   cp "$provider" "$files/libusb4_rdma-rdmav34.so"
   cp "$(dirname "$provider")/libusb4_rdma-go.so" "$files/"
   local trees=${BENCH_USB4_TREES:-hellas-main pleite-gda} script=$REPO/tests/bench/guest-usb4.sh name=usb4
-  # The control plan: guest-ctrl.sh by itself, on hellas-main unless told otherwise.
+  # The control plan: guest-usb4.sh with only its control path (guest-ctrl.sh), gloo's
+  # pattern and perftest's event mode (issue 34), on hellas-main unless told otherwise.
   if [[ $PLAN == control ]]; then
-    trees=${BENCH_USB4_TREES:-hellas-main} script=$REPO/tests/bench/guest-ctrl.sh name=control
+    trees=${BENCH_USB4_TREES:-hellas-main} name=control
   fi
   for tree in $trees; do
     {
@@ -201,6 +205,7 @@ usb4_plan() {
           echo 'BENCH_RATE_TOOLS="ib_write_bw"'
           echo 'BENCH_DEADLINE_S=1500' ;;
       esac
+      [[ $PLAN == control ]] && echo "BENCH_USB4_ONLY=\"${BENCH_USB4_ONLY:-ctrl gloo event}\""
       [[ ($PLAN == usb4 || $PLAN == control) && -n ${BENCH_USB4_CONF:-} ]] && cat "$BENCH_USB4_CONF"
     } > "$files/bench.conf"
     raw=$OUT/raw-$name-$tree.log

@@ -141,6 +141,7 @@ func runChecks(e doctorEnv) []check {
 		checkNCCLEnv(e),
 		checkNCCLWriteImmByteLen(e),
 		checkNCCLFlushLoopback(e),
+		checkRetransmits(e),
 		checkUnreadable(e),
 	}
 }

@@ -25,6 +25,9 @@ type ControlRun struct {
 	Name string // "rxe" or the tree
 	Base string // SideLibrxe or SideUp
 	Run  *Run
+	// Own: the run is a control-*.log (its event-driven part is written
+	// here; a usb4-*.log's is in the usb4 section).
+	Own bool
 }
 
 func hasTool(run *Run, tool string) bool {
@@ -58,7 +61,7 @@ func loadControl(results string, usb4 []USB4Run) ([]ControlRun, error) {
 			base = SideLibrxe
 		}
 		seen[name] = true
-		out = append(out, ControlRun{Name: name, Base: base, Run: r})
+		out = append(out, ControlRun{Name: name, Base: base, Run: r, Own: true})
 	}
 	for _, u := range usb4 {
 		if !seen[u.Tree] && hasTool(u.Run, "ctrl") {
@@ -224,6 +227,9 @@ func writeControl(p func(string, ...any), runs []ControlRun, notes string) {
 		writeFirstOpen(p, run, c.Base, baseName)
 		writeCtrlSyscalls(p, run, c.Base, baseName, hasBase)
 		writeFailuresOf(p, run, "ctrl", "ctrlsc")
+		if c.Own && c.Name != "rxe" {
+			writeEvent(p, run)
+		}
 	}
 }
 
@@ -382,4 +388,121 @@ func readControlNotes(results string) (string, error) {
 		return "", nil
 	}
 	return strings.TrimSpace(string(b)) + "\n", err
+}
+
+// writeEvent writes the event-driven section of a usb4 run (issue 34 part 1):
+// gloo's pattern per provider and mode (tool gloo_<mode>: the seconds of a
+// run, and the failed runs), and perftest's event mode (tools <tool>-e).
+func writeEvent(p func(string, ...any), run *Run) {
+	type tc struct{ tool, metric string }
+	var gloo, perf []tc
+	seen := map[tc]bool{}
+	for _, s := range append(append([]Sample(nil), run.Samples...), failSamples(run)...) {
+		k := tc{s.Key.Tool, s.Key.Metric}
+		if seen[k] {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s.Key.Tool, "gloo_"):
+			seen[k] = true
+			gloo = append(gloo, k)
+		case strings.HasSuffix(s.Key.Tool, "-e") && (s.Key.Metric == "t_typical_us" || s.Key.Metric == "bw_avg_mbps"):
+			seen[k] = true
+			perf = append(perf, k)
+		}
+	}
+	if len(gloo) == 0 && len(perf) == 0 {
+		return
+	}
+	sort.Slice(gloo, func(i, j int) bool { return gloo[i].tool < gloo[j].tool })
+	sort.Slice(perf, func(i, j int) bool { return perf[i].tool < perf[j].tool })
+	p("#### Event-driven completions (issue 34): ours / the C provider, same boot\n\n")
+	fails := func(side, tool string) int {
+		n := 0
+		for _, e := range run.Fails {
+			if e.Fields["side"] == side && e.Fields["tool"] == tool {
+				n++
+			}
+		}
+		return n
+	}
+	if len(gloo) > 0 {
+		p("gloo's pattern (`tests/usb4/gloopattern.c`: two ranks, one completion channel, RDMA_WRITE_WITH_IMM; 10 iterations of\n")
+		p("allreduce ring, broadcast and barrier over 16384 elements, every element checked): rank 0's seconds for the collectives of\n")
+		p("a passed run (the whole program's, with both processes' opens, in brackets); *poll* is the same exchange with the CQ busy-polled:\n\n")
+		p("| mode | ours passed | ours s median (min–max) | C provider passed | C provider s median (min–max) | ratio | best-run ratio | ≤ %.2f | whole runs, ours / C provider |\n|---|---|---|---|---|---|---|---|---|\n", ControlTarget)
+		for _, k := range gloo {
+			o := ctrlStat(run, SideOurs, k.tool, "coll_s", 16384)
+			u := ctrlStat(run, SideUp, k.tool, "coll_s", 16384)
+			ow := ctrlStat(run, SideOurs, k.tool, "run_s", 16384)
+			uw := ctrlStat(run, SideUp, k.tool, "run_s", 16384)
+			of, uf := fails(SideOurs, k.tool), fails(SideUp, k.tool)
+			ratio, best, verdict := math.NaN(), math.NaN(), "–"
+			if o.N > 0 && u.N > 0 {
+				ratio, best = o.Median/u.Median, o.Min/u.Min
+				verdict = "met"
+				if ratio > ControlTarget {
+					verdict = "**missed**"
+				}
+			}
+			p("| %s | %d of %d | %s | %d of %d | %s | %s | %s | %s | %s / %s |\n", strings.TrimPrefix(k.tool, "gloo_"), o.N, o.N+of, cell(o),
+				u.N, u.N+uf, cell(u), ratioText(ratio), ratioText(best), verdict, num(ow.Median), num(uw.Median))
+		}
+		p("\n")
+		for _, in := range run.Info {
+			if in["what"] == "gloo_summary" {
+				p("- %s\n", in["text"])
+			}
+		}
+		var lines []string
+		for _, e := range run.Fails {
+			if strings.HasPrefix(e.Fields["tool"], "gloo_") {
+				lines = append(lines, fmt.Sprintf("- %s, %s, run %s failed%s", e.Fields["side"], e.Fields["tool"], e.Fields["rep"], detail(e.Detail)))
+			}
+		}
+		if len(lines) > 0 {
+			p("\nFailed runs, placed:\n\n%s\n", strings.Join(lines, "\n"))
+		}
+		p("\n")
+	}
+	if len(perf) > 0 {
+		p("perftest in event mode (`-e`), latency t_typical µs (2 B) and bandwidth MB/s (64 KiB):\n\n")
+		p("| tool | ours median (min–max) | n | failed | C provider median (min–max) | n | failed | ratio | A/A |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, k := range perf {
+			size := 2
+			if k.metric == "bw_avg_mbps" {
+				size = 65536
+			}
+			o := ctrlStat(run, SideOurs, k.tool, k.metric, size)
+			u := ctrlStat(run, SideUp, k.tool, k.metric, size)
+			u2 := ctrlStat(run, SideUp2, k.tool, k.metric, size)
+			ratio, aa := math.NaN(), math.NaN()
+			if o.N > 0 && u.N > 0 && u.Median > 0 {
+				ratio = o.Median / u.Median
+			}
+			if u2.N > 0 && u.N > 0 && u.Median > 0 {
+				aa = u2.Median / u.Median
+			}
+			p("| %s | %s | %d | %d | %s | %d | %d | %s | %s |\n", k.tool, cell(o), o.N, fails(SideOurs, k.tool), cell(u), u.N, fails(SideUp, k.tool), ratioText(ratio), ratioText(aa))
+		}
+		p("\n")
+	}
+}
+
+// failSamples gives each failed run's tool a placeholder, so that a tool whose
+// every run failed still gets its row.
+func failSamples(run *Run) []Sample {
+	var out []Sample
+	for _, e := range run.Fails {
+		t := e.Fields["tool"]
+		m := "run_s"
+		switch {
+		case strings.HasSuffix(t, "_lat-e"):
+			m = "t_typical_us"
+		case strings.HasSuffix(t, "_bw-e"):
+			m = "bw_avg_mbps"
+		}
+		out = append(out, Sample{Side: e.Fields["side"], Key: Key{Tool: t, Metric: m}})
+	}
+	return out
 }

@@ -66,6 +66,11 @@ func WriteDoc(w io.Writer, d Doc) error {
 		p("After the rxe results: **usb4**, ours against the module's own C provider on the real thunderbolt_ibverbs\n")
 		p("module (`BENCH_PLAN=usb4`), one section per module tree.\n\n")
 	}
+	if len(d.Control) > 0 {
+		p("Then **the control path** (`BENCH_PLAN=control`, issue 34): each control verb's time and system calls, ours against\n")
+		p("librxe on rxe and against the module's C provider on the usb4 bed, with gloo's event-driven pattern and perftest's\n")
+		p("event mode on the bed.\n\n")
+	}
 	if strings.TrimSpace(d.Notes) != "" {
 		p("## Summary and analysis\n\n%s\n", strings.TrimSpace(d.Notes))
 	}

@@ -404,8 +404,11 @@ func writeEvent(p func(string, ...any), run *Run) {
 		}
 		switch {
 		case strings.HasPrefix(s.Key.Tool, "gloo_"):
-			seen[k] = true
-			gloo = append(gloo, k)
+			k.metric = "" // one row per mode
+			if !seen[k] {
+				seen[k] = true
+				gloo = append(gloo, k)
+			}
 		case strings.HasSuffix(s.Key.Tool, "-e") && (s.Key.Metric == "t_typical_us" || s.Key.Metric == "bw_avg_mbps"):
 			seen[k] = true
 			perf = append(perf, k)
@@ -430,7 +433,7 @@ func writeEvent(p func(string, ...any), run *Run) {
 		p("gloo's pattern (`tests/usb4/gloopattern.c`: two ranks, one completion channel, RDMA_WRITE_WITH_IMM; 10 iterations of\n")
 		p("allreduce ring, broadcast and barrier over 16384 elements, every element checked): rank 0's seconds for the collectives of\n")
 		p("a passed run (the whole program's, with both processes' opens, in brackets); *poll* is the same exchange with the CQ busy-polled:\n\n")
-		p("| mode | ours passed | ours s median (min–max) | C provider passed | C provider s median (min–max) | ratio | best-run ratio | ≤ %.2f | whole runs, ours / C provider |\n|---|---|---|---|---|---|---|---|---|\n", ControlTarget)
+		p("| mode | ours passed | ours s median (min–max) | C provider passed | C provider s median (min–max) | ratio | best-run ratio | ≤ %.2f | whole runs, ours / C provider | the module's resends per run, ours / C provider (median, max) |\n|---|---|---|---|---|---|---|---|---|---|\n", ControlTarget)
 		for _, k := range gloo {
 			o := ctrlStat(run, SideOurs, k.tool, "coll_s", 16384)
 			u := ctrlStat(run, SideUp, k.tool, "coll_s", 16384)
@@ -445,8 +448,14 @@ func writeEvent(p func(string, ...any), run *Run) {
 					verdict = "**missed**"
 				}
 			}
-			p("| %s | %d of %d | %s | %d of %d | %s | %s | %s | %s | %s / %s |\n", strings.TrimPrefix(k.tool, "gloo_"), o.N, o.N+of, cell(o),
-				u.N, u.N+uf, cell(u), ratioText(ratio), ratioText(best), verdict, num(ow.Median), num(uw.Median))
+			ore := ctrlStat(run, SideOurs, k.tool, "retransmits", 16384)
+			ure := ctrlStat(run, SideUp, k.tool, "retransmits", 16384)
+			resends := "–"
+			if ore.N > 0 || ure.N > 0 {
+				resends = fmt.Sprintf("%s, %s / %s, %s", num(ore.Median), num(ore.Max), num(ure.Median), num(ure.Max))
+			}
+			p("| %s | %d of %d | %s | %d of %d | %s | %s | %s | %s | %s / %s | %s |\n", strings.TrimPrefix(k.tool, "gloo_"), o.N, o.N+of, cell(o),
+				u.N, u.N+uf, cell(u), ratioText(ratio), ratioText(best), verdict, num(ow.Median), num(uw.Median), resends)
 		}
 		p("\n")
 		for _, in := range run.Info {
@@ -466,8 +475,18 @@ func writeEvent(p func(string, ...any), run *Run) {
 		p("\n")
 	}
 	if len(perf) > 0 {
-		p("perftest in event mode (`-e`), latency t_typical µs (2 B) and bandwidth MB/s (64 KiB):\n\n")
-		p("| tool | ours median (min–max) | n | failed | C provider median (min–max) | n | failed | ratio | A/A |\n|---|---|---|---|---|---|---|---|---|\n")
+		invalid := func(side, tool string) int {
+			n := 0
+			for _, s := range run.Invalid {
+				if s.Side == side && s.Key.Tool == tool && (s.Key.Metric == "t_typical_us" || s.Key.Metric == "bw_avg_mbps") {
+					n++
+				}
+			}
+			return n
+		}
+		p("perftest in event mode (`-e`), latency t_typical µs (2 B) and bandwidth MB/s (64 KiB); *failed*: the run ended in an\n")
+		p("error; *no figure*: it passed but perftest printed inf or 0 (its clock calibration failed under TCG):\n\n")
+		p("| tool | ours median (min–max) | n | failed | no figure | C provider median (min–max) | n | failed | no figure | ratio | A/A |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, k := range perf {
 			size := 2
 			if k.metric == "bw_avg_mbps" {
@@ -483,7 +502,8 @@ func writeEvent(p func(string, ...any), run *Run) {
 			if u2.N > 0 && u.N > 0 && u.Median > 0 {
 				aa = u2.Median / u.Median
 			}
-			p("| %s | %s | %d | %d | %s | %d | %d | %s | %s |\n", k.tool, cell(o), o.N, fails(SideOurs, k.tool), cell(u), u.N, fails(SideUp, k.tool), ratioText(ratio), ratioText(aa))
+			p("| %s | %s | %d | %d | %d | %s | %d | %d | %d | %s | %s |\n", k.tool, cell(o), o.N, fails(SideOurs, k.tool), invalid(SideOurs, k.tool),
+				cell(u), u.N, fails(SideUp, k.tool), invalid(SideUp, k.tool), ratioText(ratio), ratioText(aa))
 		}
 		p("\n")
 	}

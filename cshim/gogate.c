@@ -25,7 +25,8 @@
 //    on an application thread at its first call) whatever the mask, and SIGURG
 //    (Go's preemption signal) too unless asynchronous preemption is off,
 //    as it is in our build (scripts/build-provider.sh). For these an
-//    application handler without SA_ONSTACK gets it added at every call,
+//    application handler without SA_ONSTACK gets it added at every call
+//    (SIGURG only where the runtime unblocks it: urg_state below),
 //    and the alternate stack the runtime gives each thread takes the
 //    frame. Go's runtime does the same, once, to every handler it finds
 //    when it starts. What stays exposed: a handler installed after the
@@ -77,10 +78,28 @@ void usb4_go_restore_signals(const struct usb4_go_saved *saved)
 	pthread_sigmask(SIG_SETMASK, (const sigset_t *)(const void *)saved->sigset, NULL);
 }
 
-// The check costs three sigaction reads per call into the Go part (control
-// verbs only; the data path never enters Go). It used to run at most every
-// 10 ms: a handler installed right after a call then stayed without
-// SA_ONSTACK through the next calls, while they woke the runtime's threads.
+// What the runtime does with SIGURG, as the first call of a thread shows
+// (issue 34). That call's needm runs minit on the thread, which unblocks
+// exactly the signals the runtime never lets its threads block
+// (go:src/runtime/signal_unix.go minitSignalMask, blockableSig): SIGCHLD
+// and SIGPROF always, SIGURG only while asynchronous preemption is on
+// (GODEBUG's asyncpreemptoff=0 over our build's default). The gate blocked
+// all three at entry, so a mask at the end of a call without SIGCHLD is
+// minit's, and its SIGURG bit is the runtime's verdict. URG_BLOCKED: every
+// thread that runs Go keeps SIGURG blocked (the runtime's from the mask of
+// the load, application threads by the gate) and the runtime sends none,
+// so no SIGURG handler can run on a goroutine's stack and the check can
+// leave SIGURG out. Until a first call has ended, and for good once one
+// saw SIGURG unblocked, SIGURG is checked.
+enum { URG_UNKNOWN, URG_BLOCKED, URG_UNBLOCKED };
+static atomic_int urg_state;
+
+// The check costs a sigaction read per signal and call into the Go part
+// (control verbs only; the data path never enters Go): two, SIGCHLD and
+// SIGPROF, with SIGURG left out as above, else three. It used to run at
+// most every 10 ms: a handler installed right after a call then stayed
+// without SA_ONSTACK through the next calls, while they woke the runtime's
+// threads.
 int usb4_go_enter(struct usb4_go_saved *saved, const char *entry)
 {
 	usb4_go_block_signals(saved);
@@ -96,7 +115,7 @@ int usb4_go_enter(struct usb4_go_saved *saved, const char *entry)
 		return ENOTRECOVERABLE;
 	}
 	in_go = true;
-	usb4_add_onstack(&onstack_logged);
+	usb4_add_onstack_except(&onstack_logged, atomic_load(&urg_state) == URG_BLOCKED ? SIGURG : 0);
 	return 0;
 }
 
@@ -108,5 +127,15 @@ bool usb4_go_inside(void)
 void usb4_go_leave(const struct usb4_go_saved *saved)
 {
 	in_go = false;
-	usb4_go_restore_signals(saved);
+	// The restore also returns the mask the call ran under: no extra call.
+	sigset_t inside;
+	if (pthread_sigmask(SIG_SETMASK, (const sigset_t *)(const void *)saved->sigset, &inside) != 0 ||
+	    sigismember(&inside, SIGCHLD))
+		return; // not a thread's first call: the mask is the gate's
+	if (!sigismember(&inside, SIGURG))
+		atomic_store(&urg_state, URG_UNBLOCKED);
+	else {
+		int unknown = URG_UNKNOWN;
+		atomic_compare_exchange_strong(&urg_state, &unknown, URG_BLOCKED);
+	}
 }

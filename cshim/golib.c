@@ -447,6 +447,12 @@ void usb4_go_fork_parent(void)
 
 int usb4_go_load(const char *dev)
 {
+	// Loaded in this image already: the once has nothing left to run under
+	// the mask (issue 34: two rt_sigprocmask calls per later open). ready is
+	// set last in a successful load and cleared with the image in a fork()
+	// child (usb4_go_forked), which then takes the path below.
+	if (atomic_load_explicit(&image.ready, memory_order_acquire))
+		return 0;
 	// The runtime's threads keep the mask of the thread that loads it
 	// (gogate.c): no asynchronous signal reaches Go code on them. Blocked
 	// for the whole once, so no handler can longjmp out of it either.

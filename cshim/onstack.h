@@ -44,12 +44,15 @@ static inline bool usb4_same_action(const struct sigaction *a, const struct siga
 // the action: handler, sa_mask, SA_RESTART...), so its write is put back
 // (with SA_ONSTACK for a handler), again until what a write replaced is
 // the provider's own previous write.
-static inline void usb4_add_onstack(atomic_uint *logged)
+// usb4_add_onstack_except is that check without the signal skip (0: none):
+// gogate.c leaves SIGURG out where the runtime keeps it blocked on every
+// thread that runs Go (asynchronous preemption off).
+static inline void usb4_add_onstack_except(atomic_uint *logged, int skip)
 {
 	for (size_t i = 0; i < sizeof(usb4_onstack_sigs) / sizeof(usb4_onstack_sigs[0]); i++) {
 		int sig = usb4_onstack_sigs[i].sig;
 		struct sigaction seen, want, old;
-		if (sigaction(sig, NULL, &seen) != 0 || !usb4_is_handler(&seen) || (seen.sa_flags & SA_ONSTACK))
+		if (sig == skip || sigaction(sig, NULL, &seen) != 0 || !usb4_is_handler(&seen) || (seen.sa_flags & SA_ONSTACK))
 			continue;
 		want = seen;
 		want.sa_flags |= SA_ONSTACK;
@@ -66,6 +69,11 @@ static inline void usb4_add_onstack(atomic_uint *logged)
 						"threads need; added it (install handlers with SA_ONSTACK)\n",
 				usb4_onstack_sigs[i].name);
 	}
+}
+
+static inline void usb4_add_onstack(atomic_uint *logged)
+{
+	usb4_add_onstack_except(logged, 0);
 }
 
 #endif

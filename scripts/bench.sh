@@ -50,7 +50,7 @@ if [[ ${1:-} == docs ]]; then
   exit 0
 fi
 case $MODE in aa | ab) ;; *) echo "bench: BENCH_MODE must be aa or ab, not $MODE" >&2; exit 2 ;; esac
-case $PLAN in full | quick | micro | usb4) ;; *) echo "bench: BENCH_PLAN must be full, quick, micro or usb4, not $PLAN" >&2; exit 2 ;; esac
+case $PLAN in full | quick | micro | usb4 | control) ;; *) echo "bench: BENCH_PLAN must be full, quick, micro, usb4 or control, not $PLAN" >&2; exit 2 ;; esac
 mkdir -p "$OUT" "$RUN_RESULTS"
 
 # The micro benchmark is built on the host against Debian 12's libibverbs (the
@@ -62,8 +62,8 @@ fi
 
 # 1. Go host micro-benchmarks of the data path, if the package has them.
 HOST_OUT=$RUN_RESULTS/host.txt
-if [[ ${BENCH_SKIP_HOST:-0} == 1 || $PLAN == usb4 ]]; then
-  log "BENCH_SKIP_HOST=1 or plan usb4: host micro-benchmarks not run"
+if [[ ${BENCH_SKIP_HOST:-0} == 1 || $PLAN == usb4 || $PLAN == control ]]; then
+  log "BENCH_SKIP_HOST=1 or plan usb4/control: host micro-benchmarks not run"
 elif compgen -G "provider/dataplane/*_test.go" >/dev/null \
   && grep -qs '^func Benchmark' provider/dataplane/*_test.go; then
   log "go test -bench . ./provider/dataplane/..."
@@ -76,7 +76,20 @@ else
   log "no Benchmark functions in provider/dataplane yet: host micro-benchmarks skipped"
 fi
 
-if [[ ${BENCH_SKIP_VM:-0} != 1 && $PLAN != usb4 ]]; then
+# ctrl_files DIR: what the control plan's guest half needs (tests/bench/guest-ctrl.sh):
+# ctrlbench, the script, and with BENCH_BASE_PROVIDER (another build's front, its Go
+# part beside it: the build before a change) that build under DIR/base, the side base.
+ctrl_files() {
+  gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$1/ctrlbench" tests/bench/ctrlbench.c -libverbs -ldl
+  cp tests/bench/guest-ctrl.sh "$1/"
+  if [[ -n ${BENCH_BASE_PROVIDER:-} ]]; then
+    mkdir -p "$1/base"
+    cp "$BENCH_BASE_PROVIDER" "$1/base/libusb4_rdma-rdmav34.so"
+    cp "$(dirname "$BENCH_BASE_PROVIDER")/libusb4_rdma-go.so" "$1/base/"
+  fi
+}
+
+if [[ ${BENCH_SKIP_VM:-0} != 1 && $PLAN != usb4 && $PLAN != control ]]; then
   # 2. What the guest gets under /opt/usb4verbs.
   FILES=$OUT/files
   rm -rf "$FILES"; mkdir -p "$FILES"
@@ -158,11 +171,21 @@ usb4_plan() {
   gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$files/microbench" tests/bench/microbench.c -libverbs
   gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$files/footprint" tests/bench/footprint.c -libverbs
   gcc -std=c11 -O2 -Wall -Wextra -Werror -I uapi/c -o "$files/dvconsumer" tests/usb4/dvconsumer.c -libverbs
+  ctrl_files "$files"
+  # gloo's pattern (issue 34 part 1), which guest-usb4.sh runs through both providers.
+  gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -o "$files/gloopattern" tests/usb4/gloopattern.c -libverbs
+  cp tests/usb4/guest-gloo.sh "$files/"
   local provider=${BENCH_PROVIDER:-build/libusb4_rdma.so}
   [[ -f $provider ]] || { echo "bench: $provider missing: run make build" >&2; return 1; }
   cp "$provider" "$files/libusb4_rdma-rdmav34.so"
   cp "$(dirname "$provider")/libusb4_rdma-go.so" "$files/"
-  for tree in ${BENCH_USB4_TREES:-hellas-main pleite-gda}; do
+  local trees=${BENCH_USB4_TREES:-hellas-main pleite-gda} script=$REPO/tests/bench/guest-usb4.sh name=usb4
+  # The control plan: guest-usb4.sh with only its control path (guest-ctrl.sh), gloo's
+  # pattern and perftest's event mode (issue 34), on hellas-main unless told otherwise.
+  if [[ $PLAN == control ]]; then
+    trees=${BENCH_USB4_TREES:-hellas-main} name=control
+  fi
+  for tree in $trees; do
     {
       echo "BENCH_REPS=$REPS"
       case $tree in
@@ -182,10 +205,11 @@ usb4_plan() {
           echo 'BENCH_RATE_TOOLS="ib_write_bw"'
           echo 'BENCH_DEADLINE_S=1500' ;;
       esac
-      [[ $PLAN == usb4 && -n ${BENCH_USB4_CONF:-} ]] && cat "$BENCH_USB4_CONF"
+      [[ $PLAN == control ]] && echo "BENCH_USB4_ONLY=\"${BENCH_USB4_ONLY:-ctrl gloo event}\""
+      [[ ($PLAN == usb4 || $PLAN == control) && -n ${BENCH_USB4_CONF:-} ]] && cat "$BENCH_USB4_CONF"
     } > "$files/bench.conf"
-    raw=$OUT/raw-usb4-$tree.log
-    loads=$OUT/hostload-usb4-$tree.txt
+    raw=$OUT/raw-$name-$tree.log
+    loads=$OUT/hostload-$name-$tree.txt
     : > "$loads"
     (while :; do echo "$(date +%s) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$loads"; sleep 20; done) &
     sampler=$!
@@ -197,19 +221,42 @@ usb4_plan() {
     rc=0
     USB4_TREE=$tree USB4_MODULE_SRC=$src USB4_PROVIDER_SO=$provider \
       VM_EXTRA_DEBS="perftest strace ${VM_EXTRA_DEBS:-}" VM_FILES=$files \
-      VM_GUEST_SCRIPT=$REPO/tests/bench/guest-usb4.sh VM_TIMEOUT=${VM_TIMEOUT:-2100} \
+      VM_GUEST_SCRIPT=$script VM_TIMEOUT=${VM_TIMEOUT:-2100} \
       tests/vm/run.sh > "$raw" || rc=$?
     kill "$sampler" 2>/dev/null || true
     {
-      echo "@@BENCHINFO what=host boot_s=$(($(date +%s) - t0)) vm_rc=$rc nproc=$(nproc) date=$(date -u +%FT%TZ) git=$commit plan=usb4 tree=$tree"
+      echo "@@BENCHINFO what=host boot_s=$(($(date +%s) - t0)) vm_rc=$rc nproc=$(nproc) date=$(date -u +%FT%TZ) git=$commit plan=$PLAN tree=$tree"
       awk '{ printf "@@BENCHINFO what=hostload t=%s load1=%s load5=%s load15=%s\n", $1, $2, $3, $4 }' "$loads"
     } >> "$raw"
-    log "usb4 $tree: $(grep -c '^@@BENCH ' "$raw") samples, $(grep -c '^@@BENCHFAIL' "$raw" || true) failures, $(($(date +%s) - t0)) s"
-    cp "$raw" "$RUN_RESULTS/usb4-$tree.log"
+    log "$name $tree: $(grep -c '^@@BENCH ' "$raw") samples, $(grep -c '^@@BENCHFAIL' "$raw" || true) failures, $(($(date +%s) - t0)) s"
+    cp "$raw" "$RUN_RESULTS/$name-$tree.log"
     ((rc == 0)) || log "VM run reported failures (exit $rc); see $raw"
   done
 }
-if [[ ${BENCH_SKIP_VM:-0} != 1 && ( $PLAN == usb4 || $PLAN == full ) ]]; then
+# 3c. The control plan on rxe (issue 34): ctrlbench through ours and librxe in one
+# boot of tests/vm; its raw lines go to build/bench/results/control-rxe.log.
+control_rxe() {
+  local files=$OUT/files-control raw=$OUT/raw-control-rxe.log rc=0 t0 provider=${BENCH_PROVIDER:-build/libusb4_rdma.so} commit
+  rm -rf "$files"; mkdir -p "$files"
+  [[ -f $provider ]] || { echo "bench: $provider missing: run make build" >&2; return 1; }
+  cp "$provider" "$files/libusb4_rdma-rdmav34.so"
+  cp "$(dirname "$provider")/libusb4_rdma-go.so" "$files/"
+  ctrl_files "$files"
+  echo "BENCH_REPS=$REPS" > "$files/bench.conf"
+  [[ -n ${BENCH_USB4_CONF:-} ]] && cat "$BENCH_USB4_CONF" >> "$files/bench.conf"
+  commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+  log "VM boot (control plan, rxe, $REPS reps); serial log under build/vm/"
+  t0=$(date +%s)
+  VM_EXTRA_DEBS="strace ${VM_EXTRA_DEBS:-}" VM_FILES=$files VM_GUEST_SCRIPT=$REPO/tests/bench/guest-ctrl.sh \
+    VM_TIMEOUT=${VM_TIMEOUT:-1800} tests/vm/run.sh > "$raw" || rc=$?
+  echo "@@BENCHINFO what=host boot_s=$(($(date +%s) - t0)) vm_rc=$rc nproc=$(nproc) date=$(date -u +%FT%TZ) git=$commit plan=control tree=rxe" >> "$raw"
+  log "control rxe: $(grep -c '^@@BENCH ' "$raw") samples, $(grep -c '^@@BENCHFAIL' "$raw" || true) failures, $(($(date +%s) - t0)) s"
+  cp "$raw" "$RUN_RESULTS/control-rxe.log"
+}
+if [[ ${BENCH_SKIP_VM:-0} != 1 && $PLAN == control && ${BENCH_CONTROL_RXE:-1} == 1 ]]; then
+  control_rxe
+fi
+if [[ ${BENCH_SKIP_VM:-0} != 1 && ( $PLAN == usb4 || $PLAN == full || ( $PLAN == control && ${BENCH_CONTROL_USB4:-1} == 1 ) ) ]]; then
   usb4_plan
 fi
 

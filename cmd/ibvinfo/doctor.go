@@ -143,6 +143,7 @@ func runChecks(e doctorEnv) []check {
 		checkNCCLWriteImmByteLen(e),
 		checkNCCLFlushLoopback(e),
 		checkNCCLAdaptiveRouting(e),
+		checkRetransmits(e),
 		checkUnreadable(e),
 	}
 }

@@ -148,6 +148,14 @@ sides_for() {
   echo $rev
 }
 
+# step NAME: whether this boot runs step NAME (BENCH_USB4_ONLY: a list of micro footprint
+# ctrl gloo sys pair proc rate event lat bw; empty or unset: every step).
+step() {
+  [ -z "${BENCH_USB4_ONLY:-}" ] && return 0
+  case " $BENCH_USB4_ONLY " in *" $1 "*) return 0 ;; esac
+  return 1
+}
+
 over_time() {
   [ "$(elapsed)" -lt "$DEADLINE_S" ] && return 1
   echo "@@BENCHINFO truncated=1 at=$* elapsed_s=$(elapsed)"
@@ -168,6 +176,8 @@ perf() {
     bw) n=$(bw_iters "$size" "$qps"); extra="-q $qps" ;;
     rate) n=$RATE_ITERS; extra="-q $qps --post_list=$pl" ;;
   esac
+  # TOOL-e: the tool in its event mode (-e: ibv_get_cq_event on a completion channel).
+  case $tool in *-e) tool=${tool%-e}; extra="$extra -e" ;; esac
   PORT=$((PORT + 1)); [ $PORT -gt 19500 ] && PORT=18601
   # shellcheck disable=SC2086 # env and extra are word lists
   env $env taskset 1 "$tool" -d "$DEV0" -x "$GID0" -s "$size" -n "$n" -F -p $PORT $extra $PERF_EXTRA \
@@ -402,6 +412,7 @@ done
 
 # 1. Which provider serves the device, per-call costs, first open.
 rep=1
+step micro || rep=$((REPS + 1))
 while [ $rep -le "$REPS" ]; do
   for s in $(sides_for $rep); do
     # shellcheck disable=SC2046,SC2086
@@ -446,6 +457,7 @@ esac
 
 # 2. Footprint after ibv_get_device_list and after opening DEV0 and a PD.
 rep=1
+step footprint || rep=$((REPS + 1))
 while [ $rep -le "$REPS" ]; do
   for s in $(sides_for $rep); do
     # shellcheck disable=SC2046,SC2086
@@ -461,7 +473,45 @@ while [ $rep -le "$REPS" ]; do
   rep=$((rep + 1))
 done
 
+# 2b. The control path (issue 34): tests/bench/guest-ctrl.sh, ctrlbench through the
+# module's C provider and ours, interleaved, and the system calls of each verb.
+if step ctrl && [ -f "$BIN/guest-ctrl.sh" ] && [ -x "$BIN/ctrlbench" ]; then
+  BENCH_CONF=$CONF sh "$BIN/guest-ctrl.sh"
+fi
+
+# 2c. Event-driven completions (issue 34 part 1): gloo's pattern (tests/usb4/guest-gloo.sh,
+# tests/usb4/gloopattern.c), BENCH_GLOO_RUNS runs per provider and mode, alternating, as
+# tool=gloo_<mode> samples: run_s, the whole program (two processes, their opens and set-up),
+# coll_s, rank 0's 10 iterations of allreduce ring, broadcast and barrier over 16384
+# elements, and retransmits, the module's 'native retransmit' lines during the run; a failed
+# run is a @@BENCHFAIL with its placement.
+if step gloo && [ -x "$BIN/gloopattern" ] && [ -f "$BIN/guest-gloo.sh" ] && [ "${BENCH_GLOO_RUNS:-10}" -gt 0 ]; then
+  GLOO_RUNS=${BENCH_GLOO_RUNS:-10} GLOO_MODES=${BENCH_GLOO_MODES:-event poll} GLOO_CPROVIDER=1 \
+    sh "$BIN/guest-gloo.sh" > "$WORK/gloo.log" 2>&1
+  awk -v elems="${GLOO_ELEMS:-16384}" '
+    /^@@GLOO / {
+      for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+      side = f["provider"] == "cprovider" ? "up" : "ours"
+      n = f["label"]; sub(/.*\//, "", n); if (n !~ /^[0-9]+$/) n = 1
+      tag = "mode=usb4 side=" side " tool=gloo_" f["mode"] " size=" elems " qps=1 pl=1 rep=" n
+      # the resends the module logged during the run, passed or not (from the placement note)
+      printf "@@BENCH %s loaded=%s metric=retransmits value=%d\n", tag, side, rt + 0
+      rt = 0
+      if (f["rc"] == 0) {
+        printf "@@BENCH %s loaded=%s metric=run_s value=%s\n", tag, side, f["s"]
+        printf "@@BENCH %s loaded=%s metric=coll_s value=%s\n", tag, side, f["coll"]
+      }
+      else printf "@@BENCHFAIL %s rc=%s why=gloo-run-failed\n%s", tag, f["rc"], notes
+      notes = ""
+      next
+    }
+    /note: placement: [0-9]+ / { rt = $0; sub(/.*placement: /, "", rt); sub(/ .*/, "", rt) }
+    /note: (rank|placement|dmesg)/ { sub(/^cprovider\| +/, ""); sub(/^ +note: /, ""); notes = notes "# " $0 "\n" }
+    /^# gloo summary/ { printf "@@BENCHINFO what=gloo_summary text=\"%s\"\n", substr($0, 17) }' "$WORK/gloo.log"
+fi
+
 # 3. System calls per message, two iteration counts per side and tool.
+step sys || SYS_TOOLS=""
 for t in $SYS_TOOLS; do
   rep=1
   while [ $rep -le 2 ]; do
@@ -475,6 +525,7 @@ done
 
 # 3b. System calls per settled post + completion pair (microbench), same sides.
 rep=1
+step pair || rep=3
 while [ $rep -le 2 ]; do
   for s in $(sides_for $rep); do
     [ "$s" = up2 ] && continue
@@ -489,15 +540,28 @@ done
 
 # 4. Memory and threads.
 rep=1
+step proc || rep=4
 while [ $rep -le 3 ]; do
   for s in $(sides_for $rep); do procstat "$s" $rep; done
   rep=$((rep + 1))
 done
 
 # 5. Message rate at 8 B with a post list, latency, bandwidth.
+step rate || RATE_TOOLS=""
+step lat || LAT_TOOLS=""
+step bw || BW_TOOLS=""
+EVENT_TOOLS=${BENCH_EVENT_TOOLS-ib_send_lat ib_read_lat ib_send_bw ib_read_bw}
+step event || EVENT_TOOLS=""
 for t in $RATE_TOOLS; do
   over_time "$t rate" && break
   case_reps "$t" 8 1 "$POST_LIST" rate
+done
+# Event mode (-e) of perftest (issue 34 part 1), one size each: BENCH_EVENT_TOOLS. Not
+# ib_write_*: perftest refuses -e for WRITE ("Events feature not available on WRITE verb",
+# linux-rdma/perftest src/perftest_parameters.c, case 'e').
+for t in $EVENT_TOOLS; do
+  over_time "$t -e" && break
+  case $t in *_lat) case_reps "$t-e" 2 1 1 lat ;; *) case_reps "$t-e" 65536 1 1 bw ;; esac
 done
 for t in $LAT_TOOLS; do
   for sz in $LAT_SIZES; do

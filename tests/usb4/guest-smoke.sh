@@ -128,6 +128,13 @@ if [ -x /opt/usb4verbs/dmabuf ] && [ -r /opt/usb4verbs/guest-dmabuf.sh ]; then
   sh /opt/usb4verbs/guest-dmabuf.sh || failed=1
 fi
 
+# gloo's ibverbs pattern (tests/usb4/gloopattern.c, guest-gloo.sh; issue 34): two ranks, one
+# completion channel, RDMA_WRITE_WITH_IMM; usb4/<tree>/gloo/<mode> through ours, the module's
+# C provider's runs as the uncounted "cprovider|" baseline, a failure placed.
+if [ -x /opt/usb4verbs/gloopattern ] && [ -r /opt/usb4verbs/guest-gloo.sh ]; then
+  sh /opt/usb4verbs/guest-gloo.sh || failed=1
+fi
+
 # The DV ABI as a GPU producer uses it (tests/usb4/dvconsumer.c, issue 23): QP created
 # through libibverbs, then its own DV queue on ctx->cmd_fd and qp->handle, WQEs produced
 # by the CPU. Through our provider with its defaults, with its own DV use on (dv_send:

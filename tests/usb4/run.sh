@@ -214,6 +214,19 @@ usb4_stock_files() {
   # cached; where it cannot be built the guest says SKIP with the reason).
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -I"$REPO/uapi/c" -o "$STOCK_FILES/dvconsumer" \
     "$USB4DIR/dvconsumer.c" -libverbs || result FAIL "usb4/$1/dv_consumer/build" "gcc tests/usb4/dvconsumer.c"
+  # gloo's ibverbs pattern (issue 34; guest-smoke.sh runs guest-gloo.sh) through ours and the
+  # module's C provider, on the trees of USB4_GLOO_TREES (hellas-main): one event-mode run each
+  # (a few seconds); TEST_FULL=1 runs 10 each and the polling pattern too.
+  if [[ " ${USB4_GLOO_TREES-hellas-main} " == *" $1 "* ]]; then
+    gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$STOCK_FILES/gloopattern" "$USB4DIR/gloopattern.c" -libverbs ||
+      result FAIL "usb4/$1/gloo/build" "gcc tests/usb4/gloopattern.c"
+    install -m755 "$USB4DIR/guest-gloo.sh" "$STOCK_FILES/guest-gloo.sh"
+    if [[ ${TEST_FULL:-0} == 1 ]]; then
+      printf 'GLOO_RUNS=%s\nGLOO_MODES="%s"\n' "${USB4_GLOO_RUNS:-10}" "${USB4_GLOO_MODES:-event poll}" > "$STOCK_FILES/gloo.conf"
+    else
+      printf 'GLOO_RUNS=%s\nGLOO_MODES="%s"\n' "${USB4_GLOO_RUNS:-1}" "${USB4_GLOO_MODES:-event}" > "$STOCK_FILES/gloo.conf"
+    fi
+  fi
   # The module's C provider (built once above): the baseline of the NCCL, dma-buf and DV cases.
   if [[ -n ${UPSTREAM_SO:-} && ${USB4_CPROVIDER:-1} != 0 ]]; then
     mkdir -p "$STOCK_FILES/upstream"

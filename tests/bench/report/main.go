@@ -50,7 +50,13 @@ func run(results, docPath, svgDir string) error {
 	if d.USB4, err = loadUSB4(results); err != nil {
 		return err
 	}
-	if d.AA == nil && d.AB == nil && len(d.USB4) == 0 {
+	if d.Control, err = loadControl(results, d.USB4); err != nil {
+		return err
+	}
+	if d.ControlNotes, err = readControlNotes(results); err != nil {
+		return err
+	}
+	if d.AA == nil && d.AB == nil && len(d.USB4) == 0 && len(d.Control) == 0 {
 		return fmt.Errorf("no aa.log, ab.log, micro-*.log or usb4-*.log in %s: run make bench first", results)
 	}
 	if d.USB4Notes, err = readOptional(filepath.Join(results, "notes-usb4.md")); err != nil {

@@ -19,6 +19,10 @@ type Doc struct {
 	// its hand-written analysis (results/notes-usb4.md); either may be empty.
 	USB4      []USB4Run
 	USB4Notes string
+	// Control is the control plan (issue 34): control-*.log and the control
+	// part of usb4-*.log, with results/notes-control.md.
+	Control      []ControlRun
+	ControlNotes string
 }
 
 // providerNames labels the two sides of a run.
@@ -62,6 +66,11 @@ func WriteDoc(w io.Writer, d Doc) error {
 		p("After the rxe results: **usb4**, ours against the module's own C provider on the real thunderbolt_ibverbs\n")
 		p("module (`BENCH_PLAN=usb4`), one section per module tree.\n\n")
 	}
+	if len(d.Control) > 0 {
+		p("Then **the control path** (`BENCH_PLAN=control`, issue 34): each control verb's time and system calls, ours against\n")
+		p("librxe on rxe and against the module's C provider on the usb4 bed, with gloo's event-driven pattern and perftest's\n")
+		p("event mode on the bed.\n\n")
+	}
 	if strings.TrimSpace(d.Notes) != "" {
 		p("## Summary and analysis\n\n%s\n", strings.TrimSpace(d.Notes))
 	}
@@ -88,6 +97,7 @@ func WriteDoc(w io.Writer, d Doc) error {
 	if len(d.USB4) > 0 {
 		writeUSB4(p, d.USB4, d.USB4Notes)
 	}
+	writeControl(p, d.Control, d.ControlNotes)
 	p("## Host micro-benchmarks (Go, provider/dataplane)\n\n")
 	writeHost(p, d.Host)
 	return bw.Flush()

@@ -219,7 +219,7 @@ func firstWord(s string) string {
 func sampleOf(f map[string]string) (Sample, error) {
 	s := Sample{Side: f["side"], Loaded: f["loaded"], Served: f["served"]}
 	switch s.Side {
-	case SideOurs, SideLibrxe, SideInstalled, SideNoPkg, SideUp, SideUp2, SideOursKC, SideOursDV, SideAppKC, SideAppDV:
+	case SideOurs, SideLibrxe, SideInstalled, SideNoPkg, SideUp, SideUp2, SideOursKC, SideOursDV, SideAppKC, SideAppDV, SideBase, SideOursPre:
 	default:
 		return s, fmt.Errorf("side %q", s.Side)
 	}

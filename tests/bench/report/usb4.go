@@ -358,6 +358,7 @@ func writeUSB4(p func(string, ...any), runs []USB4Run, notes string) {
 		}
 		p("\n")
 		writeSyscalls(p, run, runBackend(u))
+		writeEvent(p, run)
 		writeDVPremium(p, run)
 		for _, c := range cands {
 			rows := CompareSides(run, c.cand, SideUp)

@@ -23,7 +23,7 @@ type SRQAttr struct {
 
 // The provider SRQ's limits (ibv_query_device answers them on a usb4
 // kernel without SRQs). One SGE: every module tree's post_recv takes at most
-// one (hellas-main:kernel/ibdev.c:5305, pleite-gda-8099446:kernel/ibdev.c:6676,
+// one (hellas-main:kernel/ibdev.c:5307, pleite-gda-8099446:kernel/ibdev.c:6676,
 // pleite-main:kernel/ibdev_qp.c:480), and the SRQ's WRs go there.
 const (
 	ProviderSRQMaxSRQ = 1024

@@ -264,7 +264,7 @@ static void lend(struct usb4v_srq *srq, uint32_t mi, uint32_t n)
 			for (uint32_t j = k; j > took; j--)
 				pend_push_front(e, idx[j - 1]);
 			/* EINVAL: the QP's state takes no receives (it went to ERR
-			 * on its own, or is closing: hellas-main:kernel/ibdev.c:5321);
+			 * on its own, or is closing: hellas-main:kernel/ibdev.c:5323);
 			 * ENOMEM: its RQ is fuller than we counted. Either way it
 			 * gets nothing more until its state changes. */
 			m->accepting = 0;

@@ -156,6 +156,13 @@ if [ -x /opt/usb4verbs/dvconsumer ]; then
   fi
 fi
 
+# Shared receive queues (issue 35): the provider's SRQ on a kernel without SRQs
+# (tests/usb4/srq.c, ibv_srq_pingpong) through ours, and the module's C provider's
+# refusal, same boot (guest-srq.sh): usb4/<tree>/srq/<case>.
+if [ -x /opt/usb4verbs/srq ] && [ -r /opt/usb4verbs/guest-srq.sh ]; then
+  sh /opt/usb4verbs/guest-srq.sh || failed=1
+fi
+
 # The stock-tool cases, when tests/usb4/run.sh put tests/stock/guest.sh in the image.
 if [ -r /opt/usb4verbs/stock.conf ] && [ -r /opt/usb4verbs/guest.sh ]; then
   sh /opt/usb4verbs/guest.sh || failed=1

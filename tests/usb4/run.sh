@@ -174,6 +174,11 @@ usb4_stock_files() {
   # cached; where it cannot be built the guest says SKIP with the reason).
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -I"$REPO/uapi/c" -o "$STOCK_FILES/dvconsumer" \
     "$USB4DIR/dvconsumer.c" -libverbs || result FAIL "usb4/$1/dv_consumer/build" "gcc tests/usb4/dvconsumer.c"
+  # Shared receive queues (issue 35): srq.c and ibv_srq_pingpong through ours and the
+  # module's C provider (guest-srq.sh).
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$STOCK_FILES/srq" "$USB4DIR/srq.c" -libverbs ||
+    result FAIL "usb4/$1/srq/build" "gcc tests/usb4/srq.c"
+  install -m755 "$USB4DIR/guest-srq.sh" "$STOCK_FILES/guest-srq.sh"
   # The module's C provider (built once above): the baseline of the NCCL, dma-buf and DV cases.
   if [[ -n ${UPSTREAM_SO:-} && ${USB4_CPROVIDER:-1} != 0 ]]; then
     mkdir -p "$STOCK_FILES/upstream"

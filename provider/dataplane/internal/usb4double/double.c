@@ -494,7 +494,7 @@ static int cmd_post_recv(struct dbl *d, const uint8_t *p, const uint8_t *end, ui
 			resp.bad_wr = i + 1;
 			break;
 		}
-		if (qp->err) { /* tbv_post_recv: no receives in ERR (hellas-main:kernel/ibdev.c:5321) */
+		if (qp->err) { /* tbv_post_recv: no receives in ERR (hellas-main:kernel/ibdev.c:5323) */
 			rc = -EINVAL;
 			resp.bad_wr = i + 1;
 			break;

@@ -527,6 +527,12 @@ func usb4goDestroyQP(h C.uintptr_t, out *C.struct_usb4_event_counts) (rc C.int) 
 	if !ok {
 		return C.int(unix.EBADF)
 	}
+	if srq := e.qp.InitAttr().SRQ; srq != nil && srq.Provider() {
+		// The provider SRQ lends this QP nothing more: its kernel QP goes to
+		// ERR and away now, while objects.c keeps the engine object until
+		// later, and the kernel may give its handle to the next QP.
+		e.dp.SetState(dataplane.QPStateErr)
+	}
 	ev, err := e.qp.DestroyWithEvents()
 	if err != nil {
 		return errnoOf(err)

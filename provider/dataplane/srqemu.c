@@ -87,6 +87,7 @@ static pthread_rwlock_t reg_mu = PTHREAD_RWLOCK_INITIALIZER;
 static struct usb4v_srq *reg_srq[REG_SIZE];
 static uint8_t reg_gens[REG_SIZE];
 static uint32_t reg_next;
+static uint64_t emu_stale_flushes; /* flushes of lendings that were over (dropped) */
 
 static int grow_slots(struct usb4v_srq_emu *e, uint32_t n)
 {
@@ -552,7 +553,7 @@ int usb4v_srq_emu_fixup(struct usb4v_cq *cq, struct usb4v_ibv_wc *wc, int n)
 {
 	if (n <= 0 || !__atomic_load_n(&cq->srq_emu, __ATOMIC_ACQUIRE))
 		return n;
-	int out = 0;
+	int out = 0, stale = 0;
 	struct usb4v_srq *held = NULL, *dead = NULL;
 	pthread_rwlock_rdlock(&reg_mu);
 	for (int k = 0; k < n; k++) {
@@ -570,6 +571,13 @@ int usb4v_srq_emu_fixup(struct usb4v_cq *cq, struct usb4v_ibv_wc *wc, int n)
 		struct emu_slot *s = e && si < e->nslots ? &e->slots[si] : NULL;
 		struct emu_member *m = s && s->member >= 0 ? &e->members[s->member] : NULL;
 		if (!m || (s->gen & 0xff) != sgen || m->qp_num != wc[k].qp_num || m->cq != cq) {
+			if (wc[k].wr_id >> 56 == TOKEN_MARK && wc[k].status == USB4V_WC_WR_FLUSH_ERR &&
+			    wc[k].opcode == USB4V_WC_RECV) {
+				/* A flush of a lending that is over (its SRQ gone, or
+				 * the WR taken back): never the application's. */
+				stale++;
+				continue;
+			}
 			wc[out++] = wc[k]; /* not a lent WR: as polled */
 			continue;
 		}
@@ -599,6 +607,8 @@ int usb4v_srq_emu_fixup(struct usb4v_cq *cq, struct usb4v_ibv_wc *wc, int n)
 	pthread_rwlock_unlock(&reg_mu);
 	if (dead)
 		emu_release(dead);
+	if (stale)
+		__atomic_add_fetch(&emu_stale_flushes, (uint64_t)stale, __ATOMIC_RELAXED);
 	return out;
 }
 

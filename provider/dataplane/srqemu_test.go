@@ -465,3 +465,38 @@ func TestProviderSRQConcurrentPosters(t *testing.T) {
 		}
 	})
 }
+
+// A destroyed QP whose engine object lives on (objects.c frees it later)
+// gets nothing more from the SRQ once the control path set it to ERR, even
+// when the kernel hands its handle to the next QP: seen on the bed, where
+// the WRs the flushes gave back went into the next QP with the old handle
+// and their completions came out with the SRQ's wr_id.
+func TestProviderSRQDestroyedQPHandleReused(t *testing.T) {
+	e := newSRQEnv(t, "kcmd", 64, 32, 2)
+	e.postSRQ(t, 0, 20)
+	old := e.hrecv[0]
+	e.recv[0].SetState(QPStateErr) // as cshim/gopart's destroy_qp does first
+	if err := e.d.QPError(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.DestroyQP(old); err != nil {
+		t.Fatal(err)
+	}
+	// The next QP on the double takes the handle.
+	h, _, err := e.d.CreateQP(QPTypeRC, e.hcqB, e.hcqB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h != old {
+		t.Fatalf("the double gave handle %d, not the freed %d: the test tests nothing", h, old)
+	}
+	for k := 0; k < 5; k++ {
+		expectEmpty(t, e.cqB) // the 10 flushes: back to the SRQ, never reported
+	}
+	if _, _, _, held := e.d.RQCounts(h); held != 0 {
+		t.Fatalf("the new QP at the old handle holds %d of the SRQ's WRs", held)
+	}
+	if st := e.srq.Stats(); st.Posted != 20 || e.recv[1].ProviderSRQLent() != 20 {
+		t.Fatalf("%+v, lent to QP 1: %d", st, e.recv[1].ProviderSRQLent())
+	}
+}

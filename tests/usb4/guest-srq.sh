@@ -58,8 +58,32 @@ pingpong() {
   return $crc
 }
 
+# watched NAME SECS CMD...: CMD with output in /tmp/NAME; after SECS it is killed, and
+# first every thread's kernel stack and wait channel are printed (where it hangs).
+watched() {
+  name=$1 secs=$2
+  shift 2
+  "$@" > "/tmp/$name" 2>&1 &
+  wp=$!
+  n=0
+  while kill -0 $wp 2>/dev/null && [ $n -lt $((secs * 10)) ]; do usleep 100000; n=$((n + 1)); done
+  if kill -0 $wp 2>/dev/null; then
+    echo "# $name: still running after ${secs}s; its threads:"
+    for t in "/proc/$wp/task/"*; do
+      echo "#   thread ${t##*/} $(cat "$t/comm" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null)"
+      sed 's/^/#     /' "$t/stack" 2>/dev/null
+    done
+    echo "# $name: output so far:"
+    sed 's/^/#   /' "/tmp/$name"
+    kill -9 $wp 2>/dev/null
+    wait $wp
+    return 124
+  fi
+  wait $wp
+}
+
 # --- ours
-USB4VERBS_DEBUG=1 $BIN/srq "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" > /tmp/srq.ours 2>&1 || failed=1
+watched srq.ours 300 env USB4VERBS_DEBUG=1 $BIN/srq "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" || failed=1
 sed -n 's|^--- \([A-Z]*\): srq/|--- \1: usb4/'"$tree"'/srq/|p' /tmp/srq.ours
 grep -E '^(#|@@)' /tmp/srq.ours
 grep -q '^--- ' /tmp/srq.ours || { fail run "srq printed no result: $(tail -n 3 /tmp/srq.ours | tr '\n' ' ')"; }
@@ -156,7 +180,7 @@ fi
 # --- the module's C provider, same boot: ours' driver file out of the way.
 if [ -f "$UP-rdmav34.so" ]; then
   [ -f $DRIVER_FILE ] && mv $DRIVER_FILE /tmp/usb4_rdma.driver.saved
-  env RDMAV_DRIVERS="$UP" $BIN/srq "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1" > /tmp/srq.up 2>&1
+  watched srq.up 120 env RDMAV_DRIVERS="$UP" $BIN/srq "$USB4VERBS_DEV0" "$USB4VERBS_GID0" "$USB4VERBS_DEV1" "$USB4VERBS_GID1"
   pingpong up 18951 RDMAV_DRIVERS="$UP"; uprc=$?
   ucx_up=""
   if [ -n "$ucx_rows" ]; then

@@ -65,6 +65,11 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static void step(const char *what)
+{
+	printf("# %.3f %s\n", now(), what);
+}
+
 static void result(const char *verdict, const char *name, const char *fmt, ...)
 {
 	char msg[512];
@@ -139,6 +144,7 @@ static int to_rts(struct ibv_qp *qp, struct dev *self, uint32_t dest, const unio
 static int up(int n, uint32_t max_wr, uint32_t limit)
 {
 	struct ibv_srq_init_attr sa = {.attr = {.max_wr = max_wr, .max_sge = 1, .srq_limit = limit}};
+	step("up: create_srq");
 	srq = ibv_create_srq(A.pd, &sa);
 	if (!srq)
 		return bad("create_srq: %s", strerror(errno));
@@ -158,11 +164,13 @@ static int up(int n, uint32_t max_wr, uint32_t limit)
 		if (rc)
 			return bad("connect %d: %s", i, strerror(rc));
 	}
+	step("up: connected");
 	return 0;
 }
 
 static void down(void)
 {
+	step("down");
 	for (int i = 0; i < NQP_MAX; i++) {
 		if (rq[i])
 			ibv_destroy_qp(rq[i]);
@@ -170,6 +178,7 @@ static void down(void)
 			ibv_destroy_qp(sq[i]);
 		rq[i] = sq[i] = NULL;
 	}
+	step("down: QPs destroyed");
 	if (srq) {
 		int rc = ibv_destroy_srq(srq);
 		if (rc)
@@ -251,7 +260,8 @@ static int check_recv(const struct ibv_wc *wc)
 	int i = qp_index(wc->qp_num);
 	if (i < 0)
 		return bad("receive %" PRIu64 " on qp_num %u, no QP of the SRQ", wc->wr_id, wc->qp_num);
-	if (wc->opcode != IBV_WC_RECV || wc->byte_len != sizeof(struct msg) || wc->src_qp != sq[i]->qp_num)
+	// src_qp: the module sets it; rxe leaves it 0 on RC (ibv_poll_cq(3): valid for UD only).
+	if (wc->opcode != IBV_WC_RECV || wc->byte_len != sizeof(struct msg) || (wc->src_qp && wc->src_qp != sq[i]->qp_num))
 		return bad("receive %" PRIu64 ": opcode %d byte_len %u src_qp %u (want %u)", wc->wr_id, wc->opcode,
 			   wc->byte_len, wc->src_qp, sq[i]->qp_num);
 	const struct msg *m = (const struct msg *)(A.buf + (wc->wr_id % 4000) * SLOT);
@@ -271,8 +281,10 @@ static void reset_seq(void)
 	inflight = 0;
 }
 
+
 static void case_traffic(void)
 {
+	step("traffic");
 	why[0] = 0;
 	reset_seq();
 	const int per = 50, slots = 32;
@@ -332,6 +344,7 @@ static int wait_recvs(int n, unsigned char *seen, int nseen)
 
 static void case_burst_rnr(void)
 {
+	step("burst_rnr");
 	why[0] = 0;
 	reset_seq();
 	unsigned char seen[64] = {0};
@@ -366,6 +379,7 @@ static void case_burst_rnr(void)
 
 static void case_limit_event(void)
 {
+	step("limit_event");
 	why[0] = 0;
 	reset_seq();
 	unsigned char seen[16] = {0};
@@ -415,6 +429,7 @@ static void case_limit_event(void)
 
 static void case_destroy_qp(void)
 {
+	step("destroy_qp");
 	why[0] = 0;
 	reset_seq();
 	unsigned char seen[20] = {0};
@@ -470,6 +485,7 @@ static void *poster_run(void *arg)
 
 static void case_threads(void)
 {
+	step("threads");
 	why[0] = 0;
 	reset_seq();
 	const int total = 400, per_thread = 100 + 16; // 16 spare each: WRs lent to a QP only it consumes
@@ -547,6 +563,7 @@ int main(int argc, char **argv)
 		printf("# %s: max_srq %d max_srq_wr %d max_srq_sge %d\n", argv[1], da_attr.max_srq, da_attr.max_srq_wr,
 		       da_attr.max_srq_sge);
 	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
+	step("probe create_srq");
 	struct ibv_srq *probe = ibv_create_srq(A.pd, &sa);
 	if (!probe) {
 		int e = errno;
@@ -556,6 +573,7 @@ int main(int argc, char **argv)
 			result("SKIP", cases[i], "ibv_create_srq: %s", strerror(e));
 		return 0;
 	}
+	step("probe destroy_srq");
 	ibv_destroy_srq(probe);
 	printf("@@SRQ create_srq=ok\n");
 	case_traffic();
@@ -563,5 +581,9 @@ int main(int argc, char **argv)
 	case_limit_event();
 	case_destroy_qp();
 	case_threads();
+	step("close");
+	ibv_close_device(A.ctx);
+	ibv_close_device(B.ctx);
+	step("closed");
 	return failed;
 }

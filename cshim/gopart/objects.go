@@ -668,11 +668,16 @@ func usb4goDestroySRQ(h C.uintptr_t, out *C.struct_usb4_event_counts) (rc C.int)
 	if err != nil {
 		return errnoOf(err)
 	}
-	// A provider SRQ's limit events are not waited for: an application that
-	// never reads its async fd would hang in ibv_destroy_srq (seen with
-	// cshim/testdata/cqex.c on the bed; through rxe's kernel SRQ the same
-	// program does not wait). The ibv_srq stays on the context's
-	// quarantine (objects.c), so a late ack finds it.
+	if e.srq.Provider() {
+		// Its limit events are not waited for (objects.c: UINT32_MAX): an
+		// application that never reads its async fd would hang in
+		// ibv_destroy_srq (cshim/testdata/cqex.c on the bed; through rxe's
+		// kernel SRQ the same program does not wait), and libibverbs'
+		// wait is for equality, so a count of the events sent would hang
+		// one that acked fewer. The ibv_srq stays on the context's
+		// quarantine, so a late ack finds it.
+		ev.Async = ^uint32(0)
+	}
 	reportDestroyed(h, ev, out)
 	e.dp.Disown() // objects.c frees it after the acks
 	return 0

@@ -133,13 +133,14 @@ serve() {
 # rc_verbs on DEV0 (the bed's smoke boot carries it with VM_EXTRA_DEBS=ucx-utils). The
 # module has no UD, so UCX's wire-up goes over TCP as an auxiliary transport (tcp:aux,
 # UCX 1.16+, whose aux selection takes a transport without async callbacks); tcp needs
-# the netdev of IP0 in UCX_NET_DEVICES. UCT's put_bw and am_bw need no wire-up.
+# the netdev of IP0 in UCX_NET_DEVICES. UCT's put_bw and am_bw need no wire-up. UCX reserves 5
+# send SGEs by default (TX_MIN_SGE), the module grants 4 (TBV_IBDEV_MAX_SGE, every tree).
 ucx_rows=""
 if command -v ucx_perftest > /dev/null && ucx_info -d 2> /dev/null | grep -B1 "Device: $USB4VERBS_DEV0:1" | grep -q 'Transport: rc_verbs'; then
   ifc=$(ip -o -4 addr show | awk -v ip="$USB4VERBS_IP0" '{ split($4, a, "/"); if (a[1] == ip) { print $2; exit } }')
   mpi=
   grep -q 'libmpi\.so' "$(command -v ucx_perftest)" && mpi="-P 0"
-  ucxenv="UCX_TLS=rc_verbs,tcp:aux UCX_WARN_UNUSED_ENV_VARS=n"
+  ucxenv="UCX_TLS=rc_verbs,tcp:aux UCX_RC_VERBS_TX_MIN_SGE=4 UCX_WARN_UNUSED_ENV_VARS=n"
   echo "# ucx: $(ucx_info -v 2>/dev/null | head -n 1); wire-up netdev ${ifc:-none}"
   uport=18960
   for t in tag_lat tag_bw; do
@@ -163,8 +164,8 @@ if command -v ucx_perftest > /dev/null && ucx_info -d 2> /dev/null | grep -B1 "D
     [ $t = put_bw ] && extra="-D zcopy -s 65536"
     [ $t = am_bw ] && extra="-D bcopy -s 1024"
     # shellcheck disable=SC2086
-    serve "ucx_$t" $uport env UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $uport -d "$USB4VERBS_DEV0:1" -x rc_verbs -- \
-      env UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $uport -d "$USB4VERBS_DEV1:1" -x rc_verbs -t $t $extra -n 1000 "$USB4VERBS_IP0"
+    serve "ucx_$t" $uport env UCX_RC_VERBS_TX_MIN_SGE=4 UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $uport -d "$USB4VERBS_DEV0:1" -x rc_verbs -- \
+      env UCX_RC_VERBS_TX_MIN_SGE=4 UCX_WARN_UNUSED_ENV_VARS=n ucx_perftest $mpi -p $uport -d "$USB4VERBS_DEV1:1" -x rc_verbs -t $t $extra -n 1000 "$USB4VERBS_IP0"
     urc=$?
     if [ $urc = 0 ] && grep -q 'Final:' "/tmp/srqpair.ucx_$t.cli"; then
       pass "ucx_perftest_${t}_uct_rc_verbs" "$(grep 'Final:' "/tmp/srqpair.ucx_$t.cli" | tail -n 1 | tr -s ' ')"

@@ -113,7 +113,11 @@ func ncclEnv(s *sysinfo.System, ps *peerSettings) []envVar {
 	if real {
 		ucxDevs += "," + ps.Netdev
 	}
-	env = append(env, envVar{"UCX_NET_DEVICES", ucxDevs}, envVar{"UCX_TLS", "rc_verbs,sm,self,tcp:aux"})
+	// UCX reserves 5 send SGEs per rc_verbs QP (TX_MIN_SGE); every module tree
+	// grants 4 (TBV_IBDEV_MAX_SGE, hellas-main:kernel/ibdev.c:46) and refuses
+	// the QP otherwise.
+	env = append(env, envVar{"UCX_NET_DEVICES", ucxDevs}, envVar{"UCX_TLS", "rc_verbs,sm,self,tcp:aux"},
+		envVar{"UCX_RC_VERBS_TX_MIN_SGE", "4"})
 	if real {
 		env = append(env, envVar{"NCCL_SOCKET_IFNAME", "=" + ps.Netdev}, envVar{"GLOO_SOCKET_IFNAME", ps.Netdev})
 	} else if ps.Netdev != "" {

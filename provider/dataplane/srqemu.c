@@ -264,11 +264,15 @@ static void lend(struct usb4v_srq *srq, uint32_t mi, uint32_t n)
 			/* What the kernel did not take goes back, in order. */
 			for (uint32_t j = k; j > took; j--)
 				pend_push_front(e, idx[j - 1]);
-			/* EINVAL: the QP's state takes no receives (it went to ERR
-			 * on its own, or is closing: hellas-main:kernel/ibdev.c:5323);
-			 * ENOMEM: its RQ is fuller than we counted. Either way it
-			 * gets nothing more until its state changes. */
-			m->accepting = 0;
+			/* ENOMEM: its RQ is fuller than we counted (the kernel
+			 * may hold a WR a little past the completion we polled):
+			 * nothing more now, again at the next post or poll.
+			 * Anything else (EINVAL: the QP's state takes no receives,
+			 * it went to ERR on its own or is closing,
+			 * hellas-main:kernel/ibdev.c:5323; EIO: the device is
+			 * gone): nothing more until its state changes. */
+			if (rc != ENOMEM)
+				m->accepting = 0;
 		}
 		m->lent += took;
 		n -= took;

@@ -500,3 +500,25 @@ func TestProviderSRQDestroyedQPHandleReused(t *testing.T) {
 		t.Fatalf("%+v, lent to QP 1: %d", st, e.recv[1].ProviderSRQLent())
 	}
 }
+
+// A kernel RQ fuller than the provider counted (ENOMEM from POST_RECV) is
+// transient: the QP gets the rest at a later poll, and no message waits for
+// ever. Before, the QP took nothing more until its state changed.
+func TestProviderSRQFullKernelRQIsTransient(t *testing.T) {
+	e := newSRQEnv(t, "kcmd", 64, 8, 1)
+	e.d.SetRNRWait(true)
+	e.d.SetRQDepth(e.hrecv[0], 4) // the kernel holds 4 where the provider counts on 8
+	e.postSRQ(t, 0, 8)
+	if got := e.recv[0].ProviderSRQLent(); got != 4 {
+		t.Fatalf("lent %d, want the 4 the kernel took", got)
+	}
+	for k := 0; k < 8; k++ {
+		e.sendTagged(t, 0, uint64(k), false)
+	}
+	got := pollN(t, e.cqB, 8)
+	for k, w := range got {
+		if w.Status != WCSuccess || w.WrID != uint64(k) {
+			t.Fatalf("receive %d: %+v", k, w)
+		}
+	}
+}

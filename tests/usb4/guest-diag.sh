@@ -258,7 +258,8 @@ max_srq=$(ibv_devinfo -v -d "$dev0" 2> /dev/null | sed -n 's/^[[:space:]]*max_sr
 # module has no UD for ud_verbs), which UCX takes as an auxiliary transport from 1.16 on
 # (docs/srq.md); the tcp netdev must be in UCX_NET_DEVICES, and UCX reserves 5 send SGEs
 # where the module grants 4.
-ucxver=$(ucx_info -v 2> /dev/null | sed -n 's/.*Library version: \([0-9]*\)\.\([0-9]*\).*/\1 \2/p' | head -n 1)
+# ucx_info -v: "# Library version: 1.18.1" (1.18), "# Version 1.13.1" (1.13: openucx/ucx src/tools/info/build_info.c)
+ucxver=$(ucx_info -v 2> /dev/null | sed -n 's/.*[Vv]ersion[=: ]*\([0-9][0-9]*\)\.\([0-9][0-9]*\).*/\1 \2/p' | head -n 1)
 ucxifc=$(ip -o -4 addr show | awk -v ip="${USB4VERBS_IP0:-}" '{ split($4, a, "/"); if (a[1] == ip) { print $2; exit } }')
 if [ "${max_srq:-0}" != 0 ] && [ -n "$ucxver" ] && [ "$(echo "$ucxver" | awk '{ print ($1 > 1 || ($1 == 1 && $2 >= 16)) }')" != 1 ]; then
   ucx_why="UCX ${ucxver% *}.${ucxver#* } takes no TCP auxiliary transport (1.16+), and the module has no UD for ud_verbs: rc_verbs cannot wire up"

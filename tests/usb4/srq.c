@@ -16,6 +16,8 @@
 //   destroy_qp  2 QPs sharing 20 WRs, one destroyed with its receives
 //               outstanding: the other receives into all 20, each once
 //   threads     4 threads posting while 400 messages arrive on 2 QPs
+//   plain_destroy_rnr  destroy_qp's pattern without an SRQ (runs first, through the
+//               module's C provider too: places a destroy_qp failure)
 // One go-test-style line per case: --- PASS/FAIL/SKIP: srq/<case>. Where
 // ibv_create_srq fails (the module's C provider: the kernel has no SRQs) every
 // case is a SKIP naming the errno, and the program prints
@@ -145,13 +147,15 @@ static int up(int n, uint32_t max_wr, uint32_t limit)
 {
 	struct ibv_srq_init_attr sa = {.attr = {.max_wr = max_wr, .max_sge = 1, .srq_limit = limit}};
 	step("up: create_srq");
-	srq = ibv_create_srq(A.pd, &sa);
-	if (!srq)
+	srq = max_wr ? ibv_create_srq(A.pd, &sa) : NULL; // 0: plain QPs with receive queues of 20
+	if (max_wr && !srq)
 		return bad("create_srq: %s", strerror(errno));
 	nqp = n;
 	for (int i = 0; i < n; i++) {
 		struct ibv_qp_init_attr ra = {.send_cq = A.cq, .recv_cq = A.cq, .srq = srq, .qp_type = IBV_QPT_RC,
 					      .cap = {.max_send_wr = 4, .max_send_sge = 1}};
+		if (!srq)
+			ra.cap.max_recv_wr = 20, ra.cap.max_recv_sge = 1;
 		struct ibv_qp_init_attr ta = {.send_cq = B.cq, .recv_cq = B.cq, .qp_type = IBV_QPT_RC,
 					      .cap = {.max_send_wr = 64, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
 		rq[i] = ibv_create_qp(A.pd, &ra);
@@ -535,6 +539,74 @@ static void case_threads(void)
 		result("PASS", "threads", "4 threads posting, 400 messages on 2 QPs, each WR once");
 }
 
+// plain_destroy_rnr: destroy_qp's pattern without an SRQ, through any provider (the
+// module's C provider too): QP 0 and QP 1 hold 10 receives each; QP 0 goes to ERR and
+// away (as the provider SRQ's destroy does); 20 messages on pair 1, the last 10 waiting
+// (RNR) until QP 1 gets 10 more receives after its first 10 completions.
+static void case_plain_destroy_rnr(void)
+{
+	step("plain_destroy_rnr");
+	why[0] = 0;
+	reset_seq();
+	unsigned char seen[40] = {0};
+	if (!up(2, 0, 0)) {
+		for (int q = 0; q < 2; q++)
+			for (int k = 0; k < 10; k++) {
+				struct ibv_sge sge = {.addr = (uintptr_t)(A.buf + (size_t)(q * 20 + k) * SLOT), .length = SLOT,
+						      .lkey = A.mr->lkey};
+				struct ibv_recv_wr wr = {.wr_id = (uint64_t)(q * 20 + k), .sg_list = &sge, .num_sge = 1}, *bw;
+				if (ibv_post_recv(rq[q], &wr, &bw))
+					bad("post_recv: %s", strerror(errno));
+			}
+		struct ibv_qp_attr ea = {.qp_state = IBV_QPS_ERR};
+		if (ibv_modify_qp(rq[0], &ea, IBV_QP_STATE))
+			bad("modify_qp ERR: %s", strerror(errno));
+		ibv_destroy_qp(rq[0]);
+		rq[0] = NULL;
+		ibv_destroy_qp(sq[0]);
+		sq[0] = NULL;
+		for (uint32_t k = 0; k < 20 && !why[0]; k++)
+			if (send_msg(1, k))
+				bad("post_send %u: %s", k, strerror(errno));
+		// The first 10 (skipping QP 0's flushes, which name wr_ids 0..9).
+		int got = 0;
+		double deadline = now() + WAIT_S;
+		while (!why[0] && got < 10 && now() < deadline) {
+			reap_sends();
+			struct ibv_wc wc;
+			if (ibv_poll_cq(A.cq, 1, &wc) != 1)
+				continue;
+			if (wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id < 10)
+				continue;
+			if (check_recv(&wc) >= 0)
+				got++;
+		}
+		for (int k = 10; k < 20 && !why[0]; k++) {
+			struct ibv_sge sge = {.addr = (uintptr_t)(A.buf + (size_t)(20 + k) * SLOT), .length = SLOT,
+					      .lkey = A.mr->lkey};
+			struct ibv_recv_wr wr = {.wr_id = (uint64_t)(20 + k), .sg_list = &sge, .num_sge = 1}, *bw;
+			if (ibv_post_recv(rq[1], &wr, &bw))
+				bad("post_recv: %s", strerror(errno));
+		}
+		while (!why[0] && got < 20 && now() < deadline) {
+			reap_sends();
+			struct ibv_wc wc;
+			if (ibv_poll_cq(A.cq, 1, &wc) == 1 && check_recv(&wc) >= 0)
+				got++;
+		}
+		if (!why[0] && got < 20)
+			bad("%d of 20 messages in %d s", got, WAIT_S);
+		(void)seen;
+		while (!why[0] && inflight && now() < deadline)
+			reap_sends();
+	}
+	down();
+	if (why[0])
+		result("FAIL", "plain_destroy_rnr", "%s", why);
+	else
+		result("PASS", "plain_destroy_rnr", "without an SRQ: QP 0 to ERR and away, 20 messages on pair 1, 10 of them after more receives");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 5) {
@@ -563,6 +635,7 @@ int main(int argc, char **argv)
 		printf("# %s: max_srq %d max_srq_wr %d max_srq_sge %d\n", argv[1], da_attr.max_srq, da_attr.max_srq_wr,
 		       da_attr.max_srq_sge);
 	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
+	case_plain_destroy_rnr();
 	step("probe create_srq");
 	struct ibv_srq *probe = ibv_create_srq(A.pd, &sa);
 	if (!probe) {

@@ -50,6 +50,10 @@ type Context struct {
 	realFDs   bool            // the fds are the process's (not a fake kernel's)
 
 	dmabufImport *DmabufImport // on mu: DmabufImport's answer, once tried
+	kattr        *DeviceAttr   // on mu: the kernel's first QUERY_DEVICE answer
+
+	nextProviderSRQ uint32      // on mu: provider SRQs made (their handles)
+	relay           *asyncRelay // on mu: the provider's async events (asyncrelay.go)
 }
 
 // object is what the context tracks so Close can destroy leftovers.
@@ -508,6 +512,7 @@ func (c *Context) Close() error {
 		}
 	}
 	c.maps = nil
+	c.closeRelayLocked()
 	if c.ownFDs {
 		if c.asyncFD >= 0 {
 			if err := c.owned.close(c.asyncFD); err != nil {
@@ -653,22 +658,43 @@ type DeviceAttr struct {
 	MaxCQModeration uint16 // count
 	MaxCQModPeriod  uint16 // µs
 	MaxDMSize       uint64
+
+	// ProviderSRQ: the kernel has no SRQs and MaxSRQ* are the provider's
+	// SRQ's (srq.go); ibvinfo says so.
+	ProviderSRQ bool
 }
 
 func be64(v uint64) uint64 { return bits.ReverseBytes64(v) } // amd64/arm64 are little endian
 
 // QueryDevice issues the extended QUERY_DEVICE write command.
+//
+// On a usb4 kernel without SRQs (max_srq 0, every thunderbolt_ibverbs tree)
+// the SRQ limits are the provider's SRQ's (ProviderSRQ set; srq.go).
 func (c *Context) QueryDevice() (DeviceAttr, error) {
 	const verb = "query device"
 	if err := c.lock(verb); err != nil {
 		return DeviceAttr{}, err
 	}
 	defer c.mu.Unlock()
+	a, err := c.queryDeviceLocked()
+	if err != nil {
+		return DeviceAttr{}, verbError(verb, err)
+	}
+	if c.providerSRQLocked(a) {
+		a.ProviderSRQ = true
+		a.MaxSRQ, a.MaxSRQWR, a.MaxSRQSGE = ProviderSRQMaxSRQ, ProviderSRQMaxWR, ProviderSRQMaxSGE
+	}
+	return a, nil
+}
+
+// queryDeviceLocked is QueryDevice's command, under c.mu, as the kernel
+// answers it; the first answer is kept in c.kattr.
+func (c *Context) queryDeviceLocked() (DeviceAttr, error) {
 	var req uapi.IbUverbsExQueryDevice
 	var r uapi.IbUverbsExQueryDeviceResp
 	err := c.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE, ex: true, in: bytesOf(&req), out: bytesOf(&r)})
 	if err != nil {
-		return DeviceAttr{}, verbError(verb, err)
+		return DeviceAttr{}, err
 	}
 	b := r.Base
 	a := DeviceAttr{
@@ -710,6 +736,10 @@ func (c *Context) QueryDevice() (DeviceAttr, error) {
 	// older kernels stop before device_cap_flags_ex.
 	if r.ResponseLength >= uint32(unsafe.Offsetof(r.DeviceCapFlagsEx)+8) {
 		a.DeviceCapFlags = r.DeviceCapFlagsEx
+	}
+	if c.kattr == nil {
+		k := a
+		c.kattr = &k
 	}
 	return a, nil
 }

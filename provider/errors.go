@@ -80,6 +80,16 @@ func errInvalid(format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), errno{unix.EINVAL})
 }
 
+// errNoMem reports a provider limit reached (ENOMEM, as a kernel answers).
+func errNoMem(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), errno{unix.ENOMEM})
+}
+
+// errBusy reports an object still in use (EBUSY, as the kernel answers).
+func errBusy(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), errno{unix.EBUSY})
+}
+
 // isNotSupportedErrno reports the errnos the uverbs core and drivers use for
 // "this verb is not implemented here".
 func isNotSupportedErrno(err error) (unix.Errno, bool) {

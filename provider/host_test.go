@@ -2,6 +2,7 @@ package provider
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -730,11 +731,103 @@ func TestUSB4KernelRefusals(t *testing.T) {
 	if _, err := pd.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: cq, RecvCQ: cq}); !errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Errorf("UD on usb4: %v, want ErrNotSupported", err)
 	}
-	if _, err := pd.CreateSRQ(SRQInitAttr{MaxWR: 4, MaxSGE: 1}); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("SRQ on usb4: %v, want ErrNotSupported", err)
-	}
 	if _, err := pd.CreateAH(AHAttr{Port: 1}); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "create ah") {
 		t.Errorf("AH on usb4: %v, want ErrNotSupported naming the verb", err)
+	}
+}
+
+// On a usb4 kernel without SRQs (max_srq 0) an SRQ is the provider's: no
+// kernel SRQ command, the limits in QueryDevice, a QP on it created with a
+// kernel RQ of its own (max_wr, at most max_qp_wr; one SGE) and no SRQ
+// handle, moved to ERR before its DESTROY_QP (the module flushes the lent
+// WRs then), and the SRQ not destroyed while the QP lives.
+func TestUSB4ProviderSRQControl(t *testing.T) {
+	k := newFakeKernel()
+	usb4 := classifyDriver("usb4_rdma0", 0x0200544256524253, uapi.RDMA_DRIVER_UNKNOWN)
+	c := openFake(t, k, usb4)
+	defer c.Close()
+	qd := uint32(uapi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE | uapi.IB_USER_VERBS_CMD_FLAG_EXTENDED)
+	okQD := k.writeCmd[qd]
+	k.writeCmd[qd] = func(in, out []byte) error {
+		err := okQD(in, out)
+		(*uapi.IbUverbsExQueryDeviceResp)(unsafe.Pointer(&out[0])).Base.MaxQpWr = 1024
+		return err
+	}
+	k.methods[methodKey(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_CREATE)] = func(*fakeCall, func(uint16) []byte, func(uint16, uint64)) error {
+		t.Error("a kernel SRQ command on a kernel without SRQs")
+		return unix.EOPNOTSUPP
+	}
+	var gotCap uapi.IbUverbsQpCap
+	var gotSRQ bool
+	qpCreate := methodKey(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_CREATE)
+	okCreate := k.methods[qpCreate]
+	k.methods[qpCreate] = func(call *fakeCall, out func(uint16) []byte, set func(uint16, uint64)) error {
+		gotSRQ = call.attr(uapi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE) != nil
+		if a := call.attr(uapi.UVERBS_ATTR_CREATE_QP_CAP); a != nil {
+			gotCap = *(*uapi.IbUverbsQpCap)(unsafe.Pointer(&a.in[0]))
+		}
+		return okCreate(call, out, set)
+	}
+	var cmds []string
+	k.writeCmd[uapi.IB_USER_VERBS_CMD_MODIFY_QP] = func(in, out []byte) error {
+		r := (*uapi.IbUverbsModifyQp)(unsafe.Pointer(&in[0]))
+		cmds = append(cmds, fmt.Sprintf("modify %d", r.QpState))
+		return nil
+	}
+	qpDestroy := methodKey(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_DESTROY)
+	okDestroy := k.methods[qpDestroy]
+	k.methods[qpDestroy] = func(call *fakeCall, out func(uint16) []byte, set func(uint16, uint64)) error {
+		cmds = append(cmds, "destroy")
+		if okDestroy == nil {
+			return nil
+		}
+		return okDestroy(call, out, set)
+	}
+	a, err := c.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.ProviderSRQ || a.MaxSRQ != ProviderSRQMaxSRQ || a.MaxSRQWR != ProviderSRQMaxWR || a.MaxSRQSGE != 1 {
+		t.Fatalf("device attrs: provider %v max_srq %d max_srq_wr %d max_srq_sge %d", a.ProviderSRQ, a.MaxSRQ, a.MaxSRQWR, a.MaxSRQSGE)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(CQAttr{CQE: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []SRQInitAttr{{MaxWR: 0}, {MaxWR: ProviderSRQMaxWR + 1}, {MaxWR: 4, MaxSGE: 2}, {MaxWR: 4, Limit: 5}} {
+		if _, err := pd.CreateSRQ(bad); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("create srq %+v: %v, want EINVAL", bad, err)
+		}
+	}
+	srq, err := pd.CreateSRQ(SRQInitAttr{MaxWR: 4096, MaxSGE: 1, Limit: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !srq.Provider() || srq.InitAttr() != (SRQAttr{MaxWR: 4096, MaxSGE: 1, Limit: 8}) || srq.ProviderRQDepth() != 1024 {
+		t.Fatalf("srq: provider %v attr %+v depth %d", srq.Provider(), srq.InitAttr(), srq.ProviderRQDepth())
+	}
+	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, SRQ: srq, Cap: QPCap{MaxSendWR: 8, MaxSendSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotSRQ || gotCap.MaxRecvWr != 1024 || gotCap.MaxRecvSge != 1 {
+		t.Fatalf("create_qp: srq handle sent %v, cap %+v; want none, 1024 receive WRs of 1 SGE", gotSRQ, gotCap)
+	}
+	if err := srq.Destroy(); !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("destroy srq with a QP on it: %v, want EBUSY", err)
+	}
+	if err := qp.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprint([]string{fmt.Sprintf("modify %d", uapi.IB_QPS_ERR), "destroy"}); fmt.Sprint(cmds) != want {
+		t.Fatalf("destroy qp sent %v, want %v", cmds, want)
+	}
+	if err := srq.Destroy(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -123,6 +123,17 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	}
 	capIn := uapi.IbUverbsQpCap{MaxSendWr: attr.Cap.MaxSendWR, MaxRecvWr: attr.Cap.MaxRecvWR,
 		MaxSendSge: attr.Cap.MaxSendSGE, MaxRecvSge: attr.Cap.MaxRecvSGE, MaxInlineData: attr.Cap.MaxInlineData}
+	// A provider SRQ: the kernel QP gets a receive queue of its own, which
+	// the SRQ feeds (srq.go, docs/srq.md); the kernel never hears of the SRQ.
+	kernelSRQ := attr.SRQ
+	if attr.SRQ != nil && attr.SRQ.provider {
+		kernelSRQ = nil
+		capIn.MaxRecvWr = attr.SRQ.attr.MaxWR
+		if c.kattr != nil && c.kattr.MaxQPWR > 0 && capIn.MaxRecvWr > c.kattr.MaxQPWR {
+			capIn.MaxRecvWr = c.kattr.MaxQPWR
+		}
+		capIn.MaxRecvSge = ProviderSRQMaxSGE
+	}
 	var capOut uapi.IbUverbsQpCap
 	var qpn uint32
 	ic := newIoctl(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_CREATE).
@@ -130,8 +141,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		idr(uapi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, pd.handle).
 		idr(uapi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, attr.SendCQ.handle).
 		idr(uapi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, attr.RecvCQ.handle)
-	if attr.SRQ != nil {
-		ic.idr(uapi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, attr.SRQ.handle)
+	if kernelSRQ != nil {
+		ic.idr(uapi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, kernelSRQ.handle)
 	}
 	ic.inU64(uapi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, uh).
 		in(uapi.UVERBS_ATTR_CREATE_QP_CAP, bytesOf(&capIn)).
@@ -158,8 +169,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		if attr.SigAll {
 			req.SqSigAll = 1
 		}
-		if attr.SRQ != nil {
-			req.SrqHandle, req.IsSrq = attr.SRQ.handle, 1
+		if kernelSRQ != nil {
+			req.SrqHandle, req.IsSrq = kernelSRQ.handle, 1
 		}
 		var resp uapi.IbUverbsCreateQpResp
 		if err := c.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_CREATE_QP, in: bytesOf(&req), out: bytesOf(&resp), uhwOut: drv}); err != nil {
@@ -344,6 +355,15 @@ func (qp *QP) destroyLocked() error {
 }
 
 func (qp *QP) destroyEventsLocked() (EventCounts, error) {
+	if qp.init.SRQ != nil && qp.init.SRQ.provider {
+		// The provider SRQ's WRs lent to this QP's kernel RQ: to ERR
+		// first, where the module flushes them into the receive CQ
+		// (hellas-main:kernel/ibdev.c:2975, tbv_qp_flush_recv_wqes :7136),
+		// so polling gives them back to the SRQ; DESTROY_QP alone frees
+		// them without a completion. A QP already in ERR flushed them then.
+		req := uapi.IbUverbsModifyQp{QpHandle: qp.handle, AttrMask: uapi.IB_QP_STATE, QpState: uapi.IB_QPS_ERR}
+		_ = qp.pd.ctx.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_MODIFY_QP, in: bytesOf(&req)})
+	}
 	var resp uapi.IbUverbsDestroyQpResp
 	req := uapi.IbUverbsDestroyQp{QpHandle: qp.handle}
 	err := qp.pd.ctx.cmd.destroy(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_DESTROY,

@@ -21,8 +21,28 @@ type SRQAttr struct {
 	Limit  uint32
 }
 
+// The provider SRQ's limits (ibv_query_device answers them on a usb4
+// kernel without SRQs). One SGE: every module tree's post_recv takes at most
+// one (hellas-main:kernel/ibdev.c:5307, pleite-gda-8099446:kernel/ibdev.c:6676,
+// pleite-main:kernel/ibdev_qp.c:480), and the SRQ's WRs go there.
+const (
+	ProviderSRQMaxSRQ = 1024
+	ProviderSRQMaxWR  = 16384
+	ProviderSRQMaxSGE = 1
+)
+
+// providerSRQLocked says whether SRQs on this context are the provider's:
+// a usb4 kernel that answers max_srq 0 (every thunderbolt_ibverbs tree, which
+// also refuses a QP with an SRQ: hellas-main:kernel/ibdev.c:2498).
+func (c *Context) providerSRQLocked(a DeviceAttr) bool {
+	return c.info.Driver.Kind == DriverUSB4 && a.MaxSRQ == 0
+}
+
 // SRQ is a shared receive queue.
 type SRQ struct {
+	// provider: no kernel object; the data path (provider/dataplane's
+	// NewProviderSRQ) is the queue, over the kernel RQs of its QPs.
+	provider   bool
 	pd         *PD
 	handle     uint32
 	srqn       uint32
@@ -34,7 +54,10 @@ type SRQ struct {
 }
 
 // CreateSRQ creates a basic SRQ (UVERBS_METHOD_SRQ_CREATE, or the CREATE_SRQ
-// write command). The usb4 kernel has no SRQs (ErrNotSupported).
+// write command). On a usb4 kernel without SRQs it is the provider's
+// (Provider): no kernel object, the sizes checked against the provider
+// SRQ's limits (EINVAL above them, as a kernel answers); its data path is
+// provider/dataplane's NewProviderSRQ.
 func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	const verb = "create srq"
 	if err := pd.lock(verb); err != nil {
@@ -43,6 +66,15 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	defer pd.ctx.mu.Unlock()
 	c := pd.ctx
 	uh := c.userHandle(attr.UserHandle)
+	if c.info.Driver.Kind == DriverUSB4 {
+		a, err := c.queryDeviceLocked()
+		if err != nil {
+			return nil, verbError(verb, err)
+		}
+		if c.providerSRQLocked(a) {
+			return pd.createProviderSRQLocked(attr, uh)
+		}
+	}
 	var drv []byte
 	if c.info.Driver.Kind == DriverRXE {
 		drv = make([]byte, uapi.SizeofRxeCreateSrqResp)
@@ -83,6 +115,55 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	c.srqs[uh] = srq
 	c.track(srq)
 	return srq, nil
+}
+
+func (pd *PD) createProviderSRQLocked(attr SRQInitAttr, uh uint64) (*SRQ, error) {
+	const verb = "create srq"
+	c := pd.ctx
+	switch {
+	case attr.MaxWR == 0 || attr.MaxWR > ProviderSRQMaxWR:
+		return nil, verbError(verb, errInvalid("max_wr %d (the provider's SRQ takes 1..%d)", attr.MaxWR, ProviderSRQMaxWR))
+	case attr.MaxSGE > ProviderSRQMaxSGE:
+		return nil, verbError(verb, errInvalid("max_sge %d (the provider's SRQ takes %d)", attr.MaxSGE, ProviderSRQMaxSGE))
+	case attr.Limit > attr.MaxWR:
+		return nil, verbError(verb, errInvalid("srq_limit %d above max_wr %d", attr.Limit, attr.MaxWR))
+	}
+	n := 0
+	for _, s := range c.srqs {
+		if s.provider {
+			n++
+		}
+	}
+	if n >= ProviderSRQMaxSRQ {
+		return nil, verbError(verb, errNoMem("the provider's %d SRQs", ProviderSRQMaxSRQ))
+	}
+	c.nextProviderSRQ++
+	srq := &SRQ{pd: pd, provider: true, handle: providerSRQHandleBase + c.nextProviderSRQ, userHandle: uh,
+		attr: SRQAttr{MaxWR: attr.MaxWR, MaxSGE: ProviderSRQMaxSGE, Limit: attr.Limit}}
+	c.srqs[uh] = srq
+	c.track(srq)
+	return srq, nil
+}
+
+// providerSRQHandleBase: provider SRQs' handles, never a kernel's (ibv_srq's
+// handle field; no command carries it).
+const providerSRQHandleBase = 0xfff00000
+
+// Provider reports whether the SRQ is the provider's (no kernel object).
+func (srq *SRQ) Provider() bool { return srq.provider }
+
+// ProviderRQDepth is the kernel receive queue depth a QP on a provider SRQ
+// gets: the SRQ's max_wr, at most the kernel's max_qp_wr, so that a burst
+// on one QP meets as many WRs as the SRQ holds (docs/srq.md).
+func (srq *SRQ) ProviderRQDepth() uint32 {
+	d := srq.attr.MaxWR
+	c := srq.pd.ctx
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kattr != nil && c.kattr.MaxQPWR > 0 && d > c.kattr.MaxQPWR {
+		d = c.kattr.MaxQPWR
+	}
+	return d
 }
 
 // SRQType is enum ibv_srq_type.
@@ -175,12 +256,28 @@ func (srq *SRQ) lock(verb string) error {
 // (uapi.IB_SRQ_MAX_WR) (MODIFY_SRQ write command). On rxe a resize moves the
 // queue to a new ring, which RxeQueue describes afterwards; a data path on
 // the old ring must move with it (dataplane.SRQ.Resize runs Modify for that).
+//
+// A provider SRQ has no kernel object: Modify records max_wr and the limit
+// after the data path took them (provider/dataplane SRQ.ModifyProvider
+// checks them against what it holds).
 func (srq *SRQ) Modify(attr SRQAttr, mask uint32) error {
 	const verb = "modify srq"
 	if err := srq.lock(verb); err != nil {
 		return err
 	}
 	defer srq.pd.ctx.mu.Unlock()
+	if srq.provider {
+		if mask&uapi.IB_SRQ_MAX_WR != 0 {
+			if attr.MaxWR == 0 || attr.MaxWR > ProviderSRQMaxWR {
+				return verbError(verb, errInvalid("max_wr %d (the provider's SRQ takes 1..%d)", attr.MaxWR, ProviderSRQMaxWR))
+			}
+			srq.attr.MaxWR = attr.MaxWR
+		}
+		if mask&uapi.IB_SRQ_LIMIT != 0 {
+			srq.attr.Limit = attr.Limit
+		}
+		return nil
+	}
 	req := uapi.IbUverbsModifySrq{SrqHandle: srq.handle, AttrMask: mask, MaxWr: attr.MaxWR, SrqLimit: attr.Limit}
 	w := &writeCmd{cmd: uapi.IB_USER_VERBS_CMD_MODIFY_SRQ, in: bytesOf(&req)}
 	var mi *uapi.Mminfo
@@ -211,6 +308,9 @@ func (srq *SRQ) Query() (SRQAttr, error) {
 		return SRQAttr{}, err
 	}
 	defer srq.pd.ctx.mu.Unlock()
+	if srq.provider {
+		return srq.attr, nil // the data path has the current limit (SRQ.Stats)
+	}
 	req := uapi.IbUverbsQuerySrq{SrqHandle: srq.handle}
 	var r uapi.IbUverbsQuerySrqResp
 	if err := srq.pd.ctx.cmd.execWrite(&writeCmd{cmd: uapi.IB_USER_VERBS_CMD_QUERY_SRQ, in: bytesOf(&req), out: bytesOf(&r)}); err != nil {
@@ -249,6 +349,20 @@ func (srq *SRQ) destroyLocked() error {
 }
 
 func (srq *SRQ) destroyEventsLocked() (EventCounts, error) {
+	if srq.provider {
+		// As the kernel: not while a QP uses it
+		// (linux:drivers/infiniband/core/verbs.c ib_destroy_srq_user).
+		for _, qp := range srq.pd.ctx.qps {
+			if qp.init.SRQ == srq && !qp.destroyed {
+				return EventCounts{}, errBusy("a QP uses the SRQ")
+			}
+		}
+		srq.destroyed = true
+		if c := srq.pd.ctx; c.srqs[srq.userHandle] == srq {
+			delete(c.srqs, srq.userHandle)
+		}
+		return EventCounts{}, nil // the data path counts its limit events
+	}
 	var resp uapi.IbUverbsDestroySrqResp
 	req := uapi.IbUverbsDestroySrq{SrqHandle: srq.handle}
 	err := srq.pd.ctx.cmd.destroy(uapi.UVERBS_OBJECT_SRQ, uapi.UVERBS_METHOD_SRQ_DESTROY,

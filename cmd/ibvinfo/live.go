@@ -21,6 +21,9 @@ type liveDevice struct {
 	Ports    []livePort `json:"ports,omitempty"`
 	// DataPath is the data path our provider negotiates for the device.
 	DataPath string `json:"data_path"`
+	// SRQ: whose shared receive queues the device gets: the kernel's, the
+	// provider's (a usb4 kernel without SRQs: provider/srq.go), or none.
+	SRQ string `json:"srq,omitempty"`
 	// GPUMemory: can GPU memory (dma-buf MRs) be registered (gpu.go).
 	GPUMemory *gpuMemory `json:"gpu_memory,omitempty"`
 	Errors    []string   `json:"errors,omitempty"`
@@ -84,6 +87,7 @@ func queryLive(names []string, ports map[string][]int, usb4 map[string]bool, par
 		}
 		if a, err := ctx.QueryDevice(); err == nil {
 			ld.MaxQP, ld.MaxCQE, ld.MaxMR = &a.MaxQP, &a.MaxCQE, &a.MaxMR
+			ld.SRQ = srqText(a)
 		} else {
 			ld.Errors = append(ld.Errors, err.Error())
 		}
@@ -110,6 +114,17 @@ func queryLive(names []string, ports map[string][]int, usb4 map[string]bool, par
 		}
 	}
 	return out
+}
+
+// srqText says whose SRQs the device gets and their limits.
+func srqText(a provider.DeviceAttr) string {
+	switch {
+	case a.ProviderSRQ:
+		return fmt.Sprintf("provider's (the kernel has none): %d WRs, %d SGE", a.MaxSRQWR, a.MaxSRQSGE)
+	case a.MaxSRQ > 0:
+		return fmt.Sprintf("kernel's: %d WRs, %d SGE", a.MaxSRQWR, a.MaxSRQSGE)
+	}
+	return "none"
 }
 
 // mtuBytes maps enum ib_mtu to bytes.

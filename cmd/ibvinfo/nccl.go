@@ -107,11 +107,26 @@ func ncclEnv(s *sysinfo.System, ps *peerSettings) []envVar {
 	if ps.GIDIndex >= 0 {
 		env = append(env, envVar{"NCCL_IB_GID_INDEX", strconv.Itoa(ps.GIDIndex)})
 	}
-	env = append(env, envVar{"UCX_NET_DEVICES", strings.Join(rails, ",")})
-	if ps.Netdev != "" && busBacked(s, ps.Netdev) {
+	// UCX: rc_verbs (over the provider's SRQ, docs/srq.md), wired up over TCP:
+	// the module has no UD QPs, so ud_verbs, UCX's default auxiliary transport,
+	// cannot carry rc_verbs' connection setup; tcp can, as an auxiliary only
+	// (tcp:aux), from UCX 1.16 on (openucx/ucx src/ucp/wireup/select.c
+	// ucp_wireup_select_aux_transport: an aux transport without async callbacks
+	// is taken when none has them). tcp needs its netdev in UCX_NET_DEVICES.
+	ucxDevs := strings.Join(rails, ",")
+	real := ps.Netdev != "" && busBacked(s, ps.Netdev)
+	if real {
+		ucxDevs += "," + ps.Netdev
+	}
+	// UCX reserves 5 send SGEs per rc_verbs QP (TX_MIN_SGE); every module tree
+	// grants 4 (TBV_IBDEV_MAX_SGE, hellas-main:kernel/ibdev.c:46) and refuses
+	// the QP otherwise.
+	env = append(env, envVar{"UCX_NET_DEVICES", ucxDevs}, envVar{"UCX_TLS", "rc_verbs,sm,self,tcp:aux"},
+		envVar{"UCX_RC_VERBS_TX_MIN_SGE", "4"})
+	if real {
 		env = append(env, envVar{"NCCL_SOCKET_IFNAME", "=" + ps.Netdev}, envVar{"GLOO_SOCKET_IFNAME", ps.Netdev})
 	} else if ps.Netdev != "" {
-		ps.Notes = append(ps.Notes, "the GIDs' netdev "+ps.Netdev+" is a virtual one (a dummy for roce_netdev carries no traffic to the other host): set NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME to the interface that reaches the other host's IP address (NCCL and gloo bootstrap over TCP)")
+		ps.Notes = append(ps.Notes, "the GIDs' netdev "+ps.Netdev+" is a virtual one (a dummy for roce_netdev carries no traffic to the other host): set NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME to the interface that reaches the other host's IP address (NCCL and gloo bootstrap over TCP), and add it to UCX_NET_DEVICES (UCX wires rc_verbs up over TCP: the module has no UD)")
 	}
 	return env
 }

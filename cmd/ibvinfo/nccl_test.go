@@ -24,7 +24,11 @@ func TestNCCLSettingsOnTheBed(t *testing.T) {
 		"export NCCL_IB_HCA==usb4_rdma5:1,usb4_rdma6:1\n",
 		"export NCCL_IB_GID_INDEX=1\n",
 		"export UCX_NET_DEVICES=usb4_rdma5:1,usb4_rdma6:1\n",
+		// rc_verbs wired up over TCP: the module has no UD (docs/srq.md).
+		"export UCX_TLS=rc_verbs,sm,self,tcp:aux\n",
+		"export UCX_RC_VERBS_TX_MIN_SGE=4\n",
 		"# the GIDs' netdev tbv0 is a virtual one",
+		"add it to UCX_NET_DEVICES",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)

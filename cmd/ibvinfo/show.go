@@ -151,17 +151,21 @@ func printShow(p *printer, rep showReport) {
 			if ld.MaxQP != nil {
 				maxQP = strconv.Itoa(int(*ld.MaxQP))
 			}
+			srq := ld.SRQ
+			if srq == "" {
+				srq = "-"
+			}
 			if len(ld.Ports) == 0 {
-				rows = append(rows, []string{d.Name, "-", maxQP, "-", "-", "-", ld.DataPath})
+				rows = append(rows, []string{d.Name, "-", maxQP, "-", "-", "-", ld.DataPath, srq})
 			}
 			for _, lp := range ld.Ports {
-				rows = append(rows, []string{d.Name, strconv.Itoa(lp.Port), maxQP, strconv.Itoa(lp.ActiveMTU), lp.Speed, lp.Width, ld.DataPath})
+				rows = append(rows, []string{d.Name, strconv.Itoa(lp.Port), maxQP, strconv.Itoa(lp.ActiveMTU), lp.Speed, lp.Width, ld.DataPath, srq})
 			}
 			for _, e := range ld.Errors {
 				errs = append(errs, d.Name+": "+e)
 			}
 		}
-		p.table([]string{"DEVICE", "PORT", "MAX QP", "ACTIVE MTU", "SPEED", "WIDTH", "DATA PATH"}, rows)
+		p.table([]string{"DEVICE", "PORT", "MAX QP", "ACTIVE MTU", "SPEED", "WIDTH", "DATA PATH", "SRQ"}, rows)
 		for _, e := range errs {
 			p.printf("  error: %s\n", e)
 		}

@@ -26,6 +26,9 @@ const (
 	BackendKCmd   = "usb4-kernel-commands"
 	BackendCQRing = "usb4-cq-ring"
 	BackendDV     = "usb4-dv"
+	// BackendProviderSRQ is an SRQ of the provider's own, over the kernel
+	// receive queues of its QPs (srqemu.c).
+	BackendProviderSRQ = "provider-srq"
 )
 
 // Work request opcodes (enum ibv_wr_opcode), send flags (enum
@@ -315,6 +318,63 @@ func NewSRQ(sys unsafe.Pointer, cmdFd int, handle, maxSGE uint32) (*SRQ, error) 
 	}
 	return &SRQ{c: c}, nil
 }
+
+// NewProviderSRQ creates an SRQ of the provider's own for a kernel without
+// SRQs (engine.h, "the provider's SRQ"): maxWR WRs of at most maxSGE SGEs,
+// the limit event armed at limit (0: not), reported with userHandle as its
+// element. QPs created for it join with QP.AttachProviderSRQ.
+func NewProviderSRQ(sys unsafe.Pointer, cmdFd int, maxWR, maxSGE, limit uint32, userHandle uint64) (*SRQ, error) {
+	c := C.usb4v_srq_new_emu(sysPtr(sys), C.int(cmdFd), C.uint32_t(maxWR), C.uint32_t(maxSGE), C.uint32_t(limit),
+		C.uint64_t(userHandle))
+	if c == nil {
+		return nil, fmt.Errorf("create provider srq: %w", unix.ENOMEM)
+	}
+	return &SRQ{c: c}, nil
+}
+
+// ProviderSRQStats is what a provider SRQ holds now (usb4v_srq_emu_stats).
+type ProviderSRQStats struct {
+	MaxWR, MaxSGE, Limit uint32
+	Posted               uint32 // posted and not consumed
+	Pending              uint32 // ... in no QP's kernel RQ
+	Lent                 uint32 // ... in QPs' kernel RQs
+	QPs                  uint32 // attached QPs
+	Zombies              uint32 // destroyed QPs whose lent WRs have not come back yet
+	Events               uint64 // limit events raised
+	Refills              uint64 // POST_RECV commands that lent WRs
+}
+
+// Backend names the SRQ's backend (BackendProviderSRQ for a provider SRQ).
+func (s *SRQ) Backend() string { return C.GoString(C.usb4v_backend_name(s.c.backend)) }
+
+// Provider reports whether this is a provider SRQ.
+func (s *SRQ) Provider() bool { return s.c != nil && s.c.backend == C.USB4V_BACKEND_SRQ_EMU }
+
+// Stats returns a provider SRQ's counts (zero for other SRQs).
+func (s *SRQ) Stats() ProviderSRQStats {
+	var st C.struct_usb4v_srq_emu_stats
+	C.usb4v_srq_emu_stats(s.c, &st)
+	return ProviderSRQStats{MaxWR: uint32(st.max_wr), MaxSGE: uint32(st.max_sge), Limit: uint32(st.limit),
+		Posted: uint32(st.posted), Pending: uint32(st.pending), Lent: uint32(st.lent), QPs: uint32(st.qps),
+		Zombies: uint32(st.zombies), Events: uint64(st.events), Refills: uint64(st.refills)}
+}
+
+// Provider SRQ attributes ModifyProvider changes (enum ibv_srq_attr_mask).
+const (
+	SRQAttrMaxWR = C.USB4V_SRQ_EMU_MAX_WR
+	SRQAttrLimit = C.USB4V_SRQ_EMU_LIMIT
+)
+
+// ModifyProvider is modify_srq of a provider SRQ: max_wr (never below the
+// WRs posted and not consumed) and/or the limit (at most max_wr; arms the
+// limit event), as mask (SRQAttr*) says.
+func (s *SRQ) ModifyProvider(maxWR, limit uint32, mask int) error {
+	return errnoErr("modify provider srq", C.usb4v_srq_emu_modify(s.c, C.uint32_t(maxWR), C.uint32_t(limit), C.int(mask)))
+}
+
+// SetEventFD makes a provider SRQ send its limit event to fd (a
+// SOCK_SEQPACKET socket whose peer is the application's async fd); -1: none.
+func (s *SRQ) SetEventFD(fd int) { C.usb4v_srq_emu_set_event_fd(s.c, C.int(fd)) }
 
 // AttachRxe puts the SRQ on its rxe ring (addr nil: the engine maps it).
 func (s *SRQ) AttachRxe(addr unsafe.Pointer, offset uint64, size uint32) error {
@@ -642,6 +702,16 @@ func (qp *QP) FallbackReason() string { return C.GoString(&qp.c.fallback_reason[
 
 // SetState records the QP state the control path moved the QP to.
 func (qp *QP) SetState(state int) { C.usb4v_qp_set_state(qp.c, C.int(state)) }
+
+// AttachProviderSRQ joins a QP created with a provider SRQ (QPConfig.SRQ) to
+// it, with a kernel receive queue of depth WRs, which the SRQ keeps fed.
+func (qp *QP) AttachProviderSRQ(depth uint32) error {
+	return errnoErr("attach qp to provider srq", C.usb4v_srq_emu_attach(qp.c.srq, qp.c, C.uint32_t(depth)))
+}
+
+// ProviderSRQLent is how many of its provider SRQ's WRs the QP's kernel
+// receive queue holds now.
+func (qp *QP) ProviderSRQLent() uint32 { return uint32(C.usb4v_srq_emu_lent(qp.c)) }
 
 // CPtr is the struct usb4v_qp * for cshim's ops table.
 func (qp *QP) CPtr() unsafe.Pointer { return unsafe.Pointer(qp.c) }

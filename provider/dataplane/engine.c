@@ -71,6 +71,7 @@ const char *usb4v_backend_name(int backend)
 	case USB4V_BACKEND_KCMD: return "usb4-kernel-commands";
 	case USB4V_BACKEND_CQRING: return "usb4-cq-ring";
 	case USB4V_BACKEND_DV: return "usb4-dv";
+	case USB4V_BACKEND_SRQ_EMU: return "provider-srq";
 	default: return "none";
 	}
 }
@@ -345,6 +346,8 @@ int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
 		}
 		return usb4v_kcmd_post_recv(srq->sys, srq->cmd_fd, USB4V_IB_USER_VERBS_CMD_POST_SRQ_RECV,
 					    srq->handle, wr, bad_wr);
+	case USB4V_BACKEND_SRQ_EMU:
+		return usb4v_srq_emu_post(srq, wr, bad_wr);
 	default:
 		*bad_wr = wr;
 		return EINVAL;
@@ -417,8 +420,10 @@ int usb4v_poll_cq_kcmd_held(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc
 	int m = 0;
 	if (n >= 0 && n < ne && ask) {
 		m = usb4v_kcmd_poll_cq(cq, ne - n, wc + n);
-		if (m > 0)
+		if (m > 0) {
 			kwork_sub(cq, (uint32_t)m);
+			m = usb4v_srq_emu_fixup(cq, wc + n, m);
+		}
 	}
 	if (n < 0)
 		return s ? s : n;
@@ -450,6 +455,8 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	if (n >= 0 && n < ne)
 		m = poll_backend(cq, ne - n, wc + n);
 	pthread_spin_unlock(&cq->lock);
+	if (m > 0)
+		m = usb4v_srq_emu_fixup(cq, wc + n, m);
 	if (n < 0)
 		return n;
 	if (m < 0)
@@ -797,6 +804,7 @@ void usb4v_cq_free(struct usb4v_cq *cq)
 {
 	if (!cq)
 		return;
+	usb4v_srq_emu_cq_gone(cq);
 	dev_leave(&cq->dev_link);
 	usb4v_rxe_ring_release(cq->sys, &cq->rxe);
 	if (cq->shm.hdr)
@@ -871,6 +879,10 @@ void usb4v_srq_free(struct usb4v_srq *srq)
 {
 	if (!srq)
 		return;
+	if (srq->emu) {
+		usb4v_srq_emu_free(srq); /* comes back here once it may go */
+		return;
+	}
 	dev_leave(&srq->dev_link);
 	usb4v_rxe_ring_release(srq->sys, &srq->rq);
 	pthread_mutex_destroy(&srq->lock);
@@ -939,6 +951,7 @@ int usb4v_qp_attach_rxe(struct usb4v_qp *qp, void *sq_addr, uint64_t sq_off, siz
 void usb4v_qp_set_state(struct usb4v_qp *qp, int state)
 {
 	__atomic_store_n(&qp->state, state, __ATOMIC_RELAXED);
+	usb4v_srq_emu_qp_state(qp, state);
 }
 
 /* qp_release unlinks and frees a QP's engine object. destroy_queue says
@@ -951,6 +964,7 @@ static void qp_release(struct usb4v_qp *qp, uint32_t driver_id, int destroy_queu
 {
 	if (!qp)
 		return;
+	usb4v_srq_emu_detach(qp);
 	dev_leave(&qp->dev_link);
 	if (qp->dv) {
 		if (destroy_queue) {

@@ -191,6 +191,7 @@ enum usb4v_backend {
 	USB4V_BACKEND_KCMD = 2,   /* usb4 kernel commands */
 	USB4V_BACKEND_CQRING = 3, /* usb4 mapped CQ ring (ABI 2) */
 	USB4V_BACKEND_DV = 4,     /* usb4 DV send queue (v2) */
+	USB4V_BACKEND_SRQ_EMU = 5, /* SRQ only: the provider's, over the QPs' kernel RQs (srqemu.c) */
 };
 
 /* An AH as the engine needs it: cshim allocates its ibv_ah inside this. */
@@ -211,6 +212,7 @@ struct usb4v_rxe_ring {
 };
 
 struct usb4v_qp;
+struct usb4v_srq_emu;
 struct usb4v_wrex;
 
 /* When a DV batch rings KICK (dv.c usb4v_dv_post_send). A batch that finds
@@ -332,6 +334,10 @@ struct usb4v_cq {
 	uint32_t kwork;
 	int kwork_always;
 	uint32_t kskip;
+	/* A QP on a provider SRQ (srqemu.c) receives into this CQ: polled
+	 * receive completions go through usb4v_srq_emu_fixup (atomic,
+	 * sticky). */
+	int srq_emu;
 	/* kernel-command poll scratch */
 	uint8_t *pollbuf;
 	size_t pollbuf_len;
@@ -364,6 +370,7 @@ struct usb4v_srq {
 	struct usb4v_rxe_ring rq;
 	int ring_error; /* errno: a resize left no usable ring (permanent) */
 	int maps_released; /* removal: its ring is anonymous memory now (atomic; set under lock) */
+	struct usb4v_srq_emu *emu; /* USB4V_BACKEND_SRQ_EMU: the provider's queue (srqemu.c) */
 };
 
 struct usb4v_qp {
@@ -386,6 +393,7 @@ struct usb4v_qp {
 	pthread_spinlock_t rq_lock;
 	struct usb4v_rxe_ring sq, rq;
 	struct usb4v_srq *srq;
+	int srq_member; /* provider SRQ: 1 + the QP's index in the SRQ's members (under srq->lock), 0: none */
 	struct usb4v_cq *send_cq, *recv_cq;
 	struct usb4v_dv *dv;
 	struct usb4v_qp *dv_next;
@@ -488,6 +496,54 @@ int usb4v_srq_attach_rxe(struct usb4v_srq *srq, void *addr, uint64_t offset, siz
 void usb4v_srq_resize_begin(struct usb4v_srq *srq);
 int usb4v_srq_resize_end(struct usb4v_srq *srq, int remap, uint64_t offset, size_t size);
 void usb4v_srq_free(struct usb4v_srq *srq);
+
+/* ---- the provider's SRQ (srqemu.c) ----
+ *
+ * For a usb4 kernel without SRQs (max_srq 0 on every module tree): the
+ * SRQ's receive WRs are lent to the kernel receive queues of the QPs
+ * attached to it (POST_RECV on each QP, at most depth WRs per QP, the
+ * SRQ's WRs shared among the QPs that can take receives), with a wr_id
+ * that names the SRQ's slot; polling translates each receive completion
+ * back (the application's wr_id, the QP's qp_num), lends the QP new WRs,
+ * and puts a WR the kernel flushed (the QP went to ERR, or is being
+ * destroyed) back in the SRQ instead of reporting it, as an SRQ keeps its
+ * WRs when one of its QPs fails (linux:drivers/infiniband/sw/rxe/rxe_resp.c
+ * flush_recv_queue). docs/srq.md has the design and its limits. */
+struct usb4v_srq *usb4v_srq_new_emu(const struct usb4v_sys *sys, int cmd_fd, uint32_t max_wr,
+				    uint32_t max_sge, uint32_t limit, uint64_t user_handle);
+/* qp (created with this srq) joins the SRQ with a kernel RQ of depth WRs;
+ * it is lent WRs once its state takes receives (INIT, RTR, RTS). 0 or
+ * ENOMEM. */
+int usb4v_srq_emu_attach(struct usb4v_srq *srq, struct usb4v_qp *qp, uint32_t depth);
+enum { USB4V_SRQ_EMU_MAX_WR = 1, USB4V_SRQ_EMU_LIMIT = 2 }; /* ibv_srq_attr_mask */
+/* modify_srq: max_wr (not below the WRs posted and not consumed: EINVAL)
+ * and/or the limit (above max_wr: EINVAL; arms the limit event). */
+int usb4v_srq_emu_modify(struct usb4v_srq *srq, uint32_t max_wr, uint32_t limit, int mask);
+struct usb4v_srq_emu_stats {
+	uint32_t max_wr, max_sge, limit; /* limit: 0 once the event fired */
+	uint32_t posted;   /* WRs posted and not consumed */
+	uint32_t pending;  /* ... of which not lent to any QP */
+	uint32_t lent;     /* ... of which in QPs' kernel RQs */
+	uint32_t qps;      /* attached QPs (destroy_srq: EBUSY while any) */
+	uint32_t zombies;  /* destroyed QPs whose lent WRs still come back */
+	uint64_t events;   /* limit events raised */
+	uint64_t refills;  /* POST_RECV commands that lent WRs */
+};
+void usb4v_srq_emu_stats(struct usb4v_srq *srq, struct usb4v_srq_emu_stats *st);
+/* Where the limit event goes: a socket (SOCK_SEQPACKET) whose other end is
+ * the application's async fd; -1: nowhere (the event is still counted). */
+void usb4v_srq_emu_set_event_fd(struct usb4v_srq *srq, int fd);
+/* WRs lent to qp's kernel RQ now. */
+uint32_t usb4v_srq_emu_lent(struct usb4v_qp *qp);
+/* Polled completions of cq (wc[0..n)): translates the provider SRQ's,
+ * drops the flushed ones it takes back, lends WRs again; the new count. */
+int usb4v_srq_emu_fixup(struct usb4v_cq *cq, struct usb4v_ibv_wc *wc, int n);
+/* Internal hooks (engine.c). */
+void usb4v_srq_emu_qp_state(struct usb4v_qp *qp, int state);
+void usb4v_srq_emu_detach(struct usb4v_qp *qp);
+void usb4v_srq_emu_cq_gone(struct usb4v_cq *cq);
+void usb4v_srq_emu_free(struct usb4v_srq *srq);
+int usb4v_srq_emu_post(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr, struct usb4v_ibv_recv_wr **bad_wr);
 
 struct usb4v_qp *usb4v_qp_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle,
 			      uint32_t qp_num, uint32_t qp_type, int sq_sig_all,

@@ -51,6 +51,16 @@
 	R(int, srq_resize_end, (struct usb4v_srq * srq, int remap, uint64_t offset, size_t size),            \
 	  (srq, remap, offset, size))                                                                        \
 	V(srq_free, (struct usb4v_srq * srq), (srq))                                                         \
+	R(struct usb4v_srq *, srq_new_emu,                                                                   \
+	  (const struct usb4v_sys *sys, int cmd_fd, uint32_t max_wr, uint32_t max_sge, uint32_t limit,       \
+	   uint64_t user_handle),                                                                            \
+	  (sys, cmd_fd, max_wr, max_sge, limit, user_handle))                                                \
+	R(int, srq_emu_attach, (struct usb4v_srq * srq, struct usb4v_qp *qp, uint32_t depth), (srq, qp, depth)) \
+	R(int, srq_emu_modify, (struct usb4v_srq * srq, uint32_t max_wr, uint32_t limit, int mask),          \
+	  (srq, max_wr, limit, mask))                                                                        \
+	V(srq_emu_stats, (struct usb4v_srq * srq, struct usb4v_srq_emu_stats *st), (srq, st))                \
+	V(srq_emu_set_event_fd, (struct usb4v_srq * srq, int fd), (srq, fd))                                 \
+	R(uint32_t, srq_emu_lent, (struct usb4v_qp * qp), (qp))                                              \
 	R(struct usb4v_qp *, qp_new,                                                                         \
 	  (const struct usb4v_sys *sys, int cmd_fd, uint32_t handle, uint32_t qp_num, uint32_t qp_type,      \
 	   int sq_sig_all, uint32_t max_send_sge, uint32_t max_recv_sge, uint32_t max_inline,                \

@@ -185,17 +185,28 @@ done
 ucx=0 ucx_why="no ucx_perftest with rc_verbs on $dev0 in this image"
 max_srq=$(ibv_devinfo -v -d "$dev0" 2> /dev/null | sed -n 's/^[[:space:]]*max_srq:[[:space:]]*\([0-9]*\).*/\1/p' | head -n 1)
 [ "${max_srq:-0}" = 0 ] && ucx_why="UCX's rc_verbs needs an SRQ and $dev0 offers none (max_srq ${max_srq:-?}: the module's)"
+# Since issue 35 our provider gives an SRQ; UCX then wires rc_verbs up over TCP (tcp:aux: the
+# module has no UD for ud_verbs), which UCX takes as an auxiliary transport from 1.16 on
+# (docs/srq.md); the tcp netdev must be in UCX_NET_DEVICES, and UCX reserves 5 send SGEs
+# where the module grants 4.
+# ucx_info -v: "# Library version: 1.18.1" (1.18), "# Version 1.13.1" (1.13: openucx/ucx src/tools/info/build_info.c)
+ucxver=$(ucx_info -v 2> /dev/null | sed -n 's/.*[Vv]ersion[=: ]*\([0-9][0-9]*\)\.\([0-9][0-9]*\).*/\1 \2/p' | head -n 1)
+ucxifc=$(ip -o -4 addr show | awk -v ip="${USB4VERBS_IP0:-}" '{ split($4, a, "/"); if (a[1] == ip) { print $2; exit } }')
+if [ "${max_srq:-0}" != 0 ] && [ -n "$ucxver" ] && [ "$(echo "$ucxver" | awk '{ print ($1 > 1 || ($1 == 1 && $2 >= 16)) }')" != 1 ]; then
+  ucx_why="UCX ${ucxver% *}.${ucxver#* } takes no TCP auxiliary transport (1.16+), and the module has no UD for ud_verbs: rc_verbs cannot wire up"
+  max_srq=0
+fi
 if [ "${max_srq:-0}" != 0 ] && command -v ucx_perftest > /dev/null \
   && ucx_info -d 2> /dev/null | grep -B1 "Device: $dev0:1" | grep -q 'Transport: rc_verbs'; then
   ucx=1
-  ucxenv="UCX_TLS=rc_verbs,ud_verbs:aux,tcp UCX_UD_ETH_DGID_CHECK=n UCX_WARN_UNUSED_ENV_VARS=n"
-  ( env $ucxenv UCX_NET_DEVICES="$dev0:1" timeout 90 ucx_perftest -p 13377 > /tmp/ucx.server 2>&1
+  ucxenv="UCX_TLS=rc_verbs,tcp:aux UCX_RC_VERBS_TX_MIN_SGE=4 UCX_WARN_UNUSED_ENV_VARS=n"
+  ( env $ucxenv UCX_NET_DEVICES="$dev0:1${ucxifc:+,$ucxifc}" timeout 90 ucx_perftest -p 13377 > /tmp/ucx.server 2>&1
     echo $? > /tmp/ucx.server.rc; cut -d' ' -f1 /proc/uptime > /tmp/ucx.server.end ) &
   i=0
   until grep -q ':3441 [0-9A-F:]* 0A' /proc/net/tcp /proc/net/tcp6 2> /dev/null; do
     i=$((i + 1)); [ $i -ge 150 ] && break; sleep 0.1
   done
-  ( env $ucxenv UCX_NET_DEVICES="$dev1:1" timeout 90 ucx_perftest -p 13377 -t tag_bw -s 65536 -n 100000000 127.0.0.1 \
+  ( env $ucxenv UCX_NET_DEVICES="$dev1:1${ucxifc:+,$ucxifc}" timeout 90 ucx_perftest -p 13377 -t tag_bw -s 65536 -n 100000000 127.0.0.1 \
       > /tmp/ucx.client 2>&1; echo $? > /tmp/ucx.client.rc ) &
 fi
 timeout 70 $B/unsupported --async-watch "$dev0" 60 > /tmp/async0 2>&1 &

@@ -227,6 +227,11 @@ usb4_stock_files() {
       printf 'GLOO_RUNS=%s\nGLOO_MODES="%s"\n' "${USB4_GLOO_RUNS:-1}" "${USB4_GLOO_MODES:-event}" > "$STOCK_FILES/gloo.conf"
     fi
   fi
+  # Shared receive queues (issue 35): srq.c and ibv_srq_pingpong through ours and the
+  # module's C provider (guest-srq.sh).
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -pthread -o "$STOCK_FILES/srq" "$USB4DIR/srq.c" -libverbs ||
+    result FAIL "usb4/$1/srq/build" "gcc tests/usb4/srq.c"
+  install -m755 "$USB4DIR/guest-srq.sh" "$STOCK_FILES/guest-srq.sh"
   # The module's C provider (built once above): the baseline of the NCCL, dma-buf and DV cases.
   if [[ -n ${UPSTREAM_SO:-} && ${USB4_CPROVIDER:-1} != 0 ]]; then
     mkdir -p "$STOCK_FILES/upstream"

@@ -124,6 +124,92 @@ static uint32_t gather(struct dbl *d, const struct dbl_op *op, uint8_t *buf, uin
 	return USB4V_WC_SUCCESS;
 }
 
+/* The receiver's side of a message that consumes a receive: the head WR
+ * of peer's RQ (the caller checked there is one). Returns the sender's
+ * status. */
+static uint32_t deliver(struct dbl *d, struct dbl_qp *peer, uint32_t src_qpn, uint32_t opcode, uint32_t flags,
+			uint32_t imm, const uint8_t *buf, uint64_t len)
+{
+	uint32_t st = USB4V_WC_SUCCESS;
+	struct dbl_recv *r = &peer->rq[peer->rh % DBL_RQ_DEPTH];
+	struct usb4v_ib_uverbs_wc rwc;
+	memset(&rwc, 0, sizeof(rwc));
+	rwc.wr_id = r->wr_id;
+	rwc.qp_num = peer->qpn;
+	rwc.src_qp = src_qpn;
+	rwc.byte_len = (uint32_t)len;
+	int is_send = opcode == USB4V_WR_SEND || opcode == USB4V_WR_SEND_WITH_IMM;
+	rwc.opcode = is_send ? USB4V_WC_RECV : USB4V_WC_RECV_RDMA_WITH_IMM;
+	if (opcode == USB4V_WR_SEND_WITH_IMM || opcode == USB4V_WR_RDMA_WRITE_WITH_IMM) {
+		rwc.ex.imm_data = imm;
+		rwc.wc_flags = USB4V_WC_WITH_IMM;
+	}
+	if (is_send) {
+		struct dbl_mr *m = r->num_sge ? mr_by_lkey(d, r->sge.lkey) : NULL;
+		if (len > (r->num_sge ? r->sge.length : 0)) {
+			rwc.status = USB4V_WC_LOC_LEN_ERR;
+			st = USB4V_WC_REM_ACCESS_ERR + 0; /* remote invalid request */
+		} else if (len && (!in_mr(m, r->sge.addr, len) || !(m->access & ACC_LOCAL_WRITE))) {
+			rwc.status = USB4V_WC_LOC_PROT_ERR;
+			st = USB4V_WC_REM_ACCESS_ERR;
+		} else if (len) {
+			memcpy((void *)(uintptr_t)r->sge.addr, buf, len);
+		}
+	}
+	peer->rh++;
+	peer->delivered++;
+	cq_push(d, peer->recv_cq, &rwc, (flags & USB4V_SEND_SOLICITED) != 0);
+	return st;
+}
+
+static int park(struct dbl *d, struct dbl_qp *qp, struct dbl_qp *peer, const struct dbl_op *op, uint8_t *buf,
+		uint64_t len)
+{
+	if (d->npark == DBL_MAX_PARK)
+		return -1;
+	struct dbl_parked *p = &d->park[(d->park_head + d->npark) % DBL_MAX_PARK];
+	p->from = (uint32_t)(qp - d->qp);
+	p->to = (uint32_t)(peer - d->qp);
+	p->opcode = op->opcode;
+	p->flags = op->flags;
+	p->imm = op->imm;
+	p->wr_id = op->wr_id;
+	p->buf = buf;
+	p->len = len;
+	d->npark++;
+	d->rnr_naks++;
+	return 0;
+}
+
+static uint32_t wc_opcode(uint32_t wr_opcode);
+
+/* Messages parked for QP h meet the receives just posted, in order. */
+static void unpark(struct dbl *d, uint32_t h)
+{
+	struct dbl_qp *peer = qp_get(d, h);
+	uint32_t keep = 0;
+	for (uint32_t k = 0; k < d->npark; k++) {
+		struct dbl_parked *p = &d->park[(d->park_head + k) % DBL_MAX_PARK];
+		if (p->to != h || !peer || peer->rh == peer->rt) {
+			d->park[(d->park_head + keep++) % DBL_MAX_PARK] = *p;
+			continue;
+		}
+		struct dbl_qp *from = qp_get(d, p->from);
+		uint32_t st = deliver(d, peer, from ? from->qpn : 0, p->opcode, p->flags, p->imm, p->buf, p->len);
+		if (from && ((p->flags & USB4V_SEND_SIGNALED) || st != USB4V_WC_SUCCESS)) {
+			struct usb4v_ib_uverbs_wc wc;
+			memset(&wc, 0, sizeof(wc));
+			wc.wr_id = p->wr_id;
+			wc.status = st;
+			wc.opcode = wc_opcode(p->opcode);
+			wc.qp_num = from->qpn;
+			cq_push(d, from->send_cq, &wc, 0);
+		}
+		free(p->buf);
+	}
+	d->npark = keep;
+}
+
 /* Executes op from qp; returns the sender's WC status and byte count. */
 static uint32_t exec_op(struct dbl *d, struct dbl_qp *qp, const struct dbl_op *op, uint32_t *byte_len)
 {
@@ -215,36 +301,20 @@ static uint32_t exec_op(struct dbl *d, struct dbl_qp *qp, const struct dbl_op *o
 		st = USB4V_WC_GENERAL_ERR;
 	}
 	if (st == USB4V_WC_SUCCESS && consumes_recv) {
-		if (peer->rh == peer->rt) {
+		if (peer->rh == peer->rt && d->rnr_wait) {
+			/* rnr_retry 7 (infinite): the module's sender waits for
+			 * the receiver's next credit (hellas-main:kernel/ibdev.c
+			 * tbv_send_rnr_waits_for_recv_credit, :1220) and the
+			 * message lands once a receive is posted. */
+			if (park(d, qp, peer, op, buf, len) == 0) {
+				*byte_len = (uint32_t)len;
+				return DBL_PARKED; /* buf is the parked message's now */
+			}
+			st = USB4V_WC_GENERAL_ERR;
+		} else if (peer->rh == peer->rt) {
 			st = USB4V_WC_RNR_RETRY_EXC_ERR;
 		} else {
-			struct dbl_recv *r = &peer->rq[peer->rh % DBL_RQ_DEPTH];
-			struct usb4v_ib_uverbs_wc rwc;
-			memset(&rwc, 0, sizeof(rwc));
-			rwc.wr_id = r->wr_id;
-			rwc.qp_num = peer->qpn;
-			rwc.src_qp = qp->qpn;
-			rwc.byte_len = (uint32_t)len;
-			int is_send = op->opcode == USB4V_WR_SEND || op->opcode == USB4V_WR_SEND_WITH_IMM;
-			rwc.opcode = is_send ? USB4V_WC_RECV : USB4V_WC_RECV_RDMA_WITH_IMM;
-			if (op->opcode == USB4V_WR_SEND_WITH_IMM || op->opcode == USB4V_WR_RDMA_WRITE_WITH_IMM) {
-				rwc.ex.imm_data = op->imm;
-				rwc.wc_flags = USB4V_WC_WITH_IMM;
-			}
-			if (is_send) {
-				struct dbl_mr *m = r->num_sge ? mr_by_lkey(d, r->sge.lkey) : NULL;
-				if (len > (r->num_sge ? r->sge.length : 0)) {
-					rwc.status = USB4V_WC_LOC_LEN_ERR;
-					st = USB4V_WC_REM_ACCESS_ERR + 0; /* remote invalid request */
-				} else if (len && (!in_mr(m, r->sge.addr, len) || !(m->access & ACC_LOCAL_WRITE))) {
-					rwc.status = USB4V_WC_LOC_PROT_ERR;
-					st = USB4V_WC_REM_ACCESS_ERR;
-				} else if (len) {
-					memcpy((void *)(uintptr_t)r->sge.addr, buf, len);
-				}
-			}
-			peer->rh++;
-			cq_push(d, peer->recv_cq, &rwc, (op->flags & USB4V_SEND_SOLICITED) != 0);
+			st = deliver(d, peer, qp->qpn, op->opcode, op->flags, op->imm, buf, len);
 		}
 	}
 	free(buf);
@@ -367,6 +437,8 @@ static int cmd_post_send(struct dbl *d, const uint8_t *p, const uint8_t *end, ui
 		};
 		uint32_t byte_len = 0;
 		uint32_t st = exec_op(d, qp, &op, &byte_len);
+		if (st == DBL_PARKED)
+			continue; /* completes when the receiver posts */
 		if ((w.send_flags & USB4V_SEND_SIGNALED) || st != USB4V_WC_SUCCESS) {
 			struct usb4v_ib_uverbs_wc wc;
 			memset(&wc, 0, sizeof(wc));
@@ -422,7 +494,12 @@ static int cmd_post_recv(struct dbl *d, const uint8_t *p, const uint8_t *end, ui
 			resp.bad_wr = i + 1;
 			break;
 		}
-		if (qp->rt - qp->rh >= DBL_RQ_DEPTH) {
+		if (qp->err) { /* tbv_post_recv: no receives in ERR (hellas-main:kernel/ibdev.c:5323) */
+			rc = -EINVAL;
+			resp.bad_wr = i + 1;
+			break;
+		}
+		if (qp->rt - qp->rh >= (qp->rq_depth ? qp->rq_depth : DBL_RQ_DEPTH)) {
 			rc = -ENOMEM;
 			resp.bad_wr = i + 1;
 			break;
@@ -442,7 +519,9 @@ static int cmd_post_recv(struct dbl *d, const uint8_t *p, const uint8_t *end, ui
 		}
 		sg_ind += w.num_sge;
 		qp->rt++;
+		qp->posted++;
 	}
+	unpark(d, cmd.qp_handle);
 	int rc2 = resp_copy(cmd.response, outlen, &resp, sizeof(resp));
 	return rc ? rc : rc2;
 }
@@ -1032,6 +1111,8 @@ void dbl_free(struct dbl *d)
 	if (!d)
 		return;
 	dbl_set_dv_poller(d, 0);
+	for (uint32_t k = 0; k < d->npark; k++)
+		free(d->park[(d->park_head + k) % DBL_MAX_PARK].buf);
 	for (int i = 0; i < d->app_mem_n; i++)
 		free(d->app_mem[i]);
 	for (int i = 0; i < DBL_MAX_CQ; i++) {
@@ -1207,4 +1288,62 @@ void dbl_spoil_dv_cq_tail(struct dbl *d, uint32_t h, uint32_t ahead)
 				 __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&d->mu);
+}
+
+void dbl_set_rq_depth(struct dbl *d, uint32_t h, uint32_t depth)
+{
+	pthread_mutex_lock(&d->mu);
+	if (h < DBL_MAX_QP && depth <= DBL_RQ_DEPTH)
+		d->qp[h].rq_depth = depth;
+	pthread_mutex_unlock(&d->mu);
+}
+
+void dbl_set_rnr_wait(struct dbl *d, int on)
+{
+	pthread_mutex_lock(&d->mu);
+	d->rnr_wait = on;
+	pthread_mutex_unlock(&d->mu);
+}
+
+int dbl_qp_error(struct dbl *d, uint32_t h)
+{
+	pthread_mutex_lock(&d->mu);
+	struct dbl_qp *qp = qp_get(d, h);
+	if (qp) {
+		/* modify_qp to ERR flushes every receive WR into the receive CQ
+		 * (hellas-main:kernel/ibdev.c tbv_qp_flush_recv_wqes, :7136). */
+		qp->err = 1;
+		for (; qp->rh != qp->rt; qp->rh++) {
+			struct dbl_recv *r = &qp->rq[qp->rh % DBL_RQ_DEPTH];
+			struct usb4v_ib_uverbs_wc wc;
+			memset(&wc, 0, sizeof(wc));
+			wc.wr_id = r->wr_id;
+			wc.status = USB4V_WC_WR_FLUSH_ERR;
+			wc.opcode = USB4V_WC_RECV;
+			wc.qp_num = qp->qpn;
+			cq_push(d, qp->recv_cq, &wc, 0);
+			qp->flushed++;
+		}
+	}
+	pthread_mutex_unlock(&d->mu);
+	return qp ? 0 : -EINVAL;
+}
+
+void dbl_qp_counts(struct dbl *d, uint32_t h, uint64_t *posted, uint64_t *delivered, uint64_t *flushed, uint32_t *held)
+{
+	pthread_mutex_lock(&d->mu);
+	struct dbl_qp *qp = &d->qp[h % DBL_MAX_QP];
+	*posted = qp->posted;
+	*delivered = qp->delivered;
+	*flushed = qp->flushed;
+	*held = qp->rt - qp->rh;
+	pthread_mutex_unlock(&d->mu);
+}
+
+uint64_t dbl_rnr_naks(struct dbl *d)
+{
+	pthread_mutex_lock(&d->mu);
+	uint64_t n = d->rnr_naks;
+	pthread_mutex_unlock(&d->mu);
+	return n;
 }

@@ -6,7 +6,8 @@
 
 enum {
 	DBL_MAX_MR = 64, DBL_MAX_CQ = 16, DBL_MAX_QP = 16, DBL_RQ_DEPTH = 512,
-	DBL_MAX_CQE = 8192,
+	DBL_MAX_CQE = 8192, DBL_MAX_PARK = 1024,
+	DBL_PARKED = 0x7fff, /* exec_op: the message waits for a receive (rnr_wait) */
 };
 
 /* How create_cq's ring offer is spoiled (tests of malformed offers). */
@@ -36,6 +37,9 @@ struct dbl_qp {
 	int peer;
 	struct dbl_recv rq[DBL_RQ_DEPTH];
 	uint32_t rh, rt;
+	uint32_t rq_depth; /* create_qp's max_recv_wr (0: DBL_RQ_DEPTH) */
+	int err;           /* moved to ERR (dbl_qp_error): receives refused */
+	uint64_t posted, delivered, flushed; /* receive WRs */
 	/* DV */
 	int dv;
 	struct usb4v_usb4_rdma_dv_wqe *sq;
@@ -51,8 +55,21 @@ enum {
 	DBL_DV_HELLAS_GDA_V2,  /* hellas-gda-v2: caps 0, KICK handles NOP only */
 };
 
+/* A message that met an empty RQ with rnr_wait on. */
+struct dbl_parked {
+	uint32_t from, to; /* QP handles */
+	uint32_t opcode, flags, imm;
+	uint64_t wr_id;
+	uint8_t *buf;
+	uint64_t len;
+};
+
 struct dbl {
 	pthread_mutex_t mu;
+	int rnr_wait; /* an empty RQ parks the message until a receive comes (rnr_retry 7) */
+	struct dbl_parked park[DBL_MAX_PARK];
+	uint32_t park_head, npark;
+	uint64_t rnr_naks; /* messages that met an empty RQ and waited */
 	struct dbl_mr mr[DBL_MAX_MR];
 	struct dbl_cq cq[DBL_MAX_CQ];
 	struct dbl_qp qp[DBL_MAX_QP];
@@ -110,6 +127,15 @@ int dbl_app_create_queue(struct dbl *d, uint32_t qp, uint32_t *gen);
 /* What the engine sees after a fork(): another process id (the double's
  * memory stands for the child's copy of everything). */
 void dbl_fork(struct dbl *d);
+/* The QP's kernel RQ holds at most depth WRs (create_qp's max_recv_wr). */
+void dbl_set_rq_depth(struct dbl *d, uint32_t h, uint32_t depth);
+/* on: a message that meets an empty RQ waits for the next receive, as the
+ * module's sender does with rnr_retry 7; off: RNR_RETRY_EXC_ERR at once. */
+void dbl_set_rnr_wait(struct dbl *d, int on);
+/* modify_qp to ERR: the RQ's WRs flushed into the receive CQ. */
+int dbl_qp_error(struct dbl *d, uint32_t h);
+void dbl_qp_counts(struct dbl *d, uint32_t h, uint64_t *posted, uint64_t *delivered, uint64_t *flushed, uint32_t *held);
+uint64_t dbl_rnr_naks(struct dbl *d);
 /* Starts (on) or stops the DV poll worker; 0 or a positive errno. */
 int dbl_set_dv_poller(struct dbl *d, int on);
 #endif

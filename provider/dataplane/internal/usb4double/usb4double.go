@@ -222,3 +222,35 @@ func cbool(b bool) C.int {
 	}
 	return 0
 }
+
+// SetRQDepth makes QP handle h's kernel RQ hold at most depth WRs, as
+// create_qp's max_recv_wr sizes the module's (hellas-main:kernel/ibdev.c:2538).
+func (d *Double) SetRQDepth(h, depth uint32) {
+	C.dbl_set_rq_depth(d.d, C.uint32_t(h), C.uint32_t(depth))
+}
+
+// SetRNRWait on: a message that meets an empty RQ waits for the receiver's
+// next receive (the module's sender with rnr_retry 7); off (the default):
+// the sender completes with RNR_RETRY_EXC_ERR at once.
+func (d *Double) SetRNRWait(on bool) { C.dbl_set_rnr_wait(d.d, cbool(on)) }
+
+// QPError moves QP handle h to ERR: its receive WRs are flushed into its
+// receive CQ with WR_FLUSH_ERR and later receives are refused (EINVAL).
+func (d *Double) QPError(h uint32) error {
+	if rc := C.dbl_qp_error(d.d, C.uint32_t(h)); rc < 0 {
+		return unix.Errno(-rc)
+	}
+	return nil
+}
+
+// RQCounts are QP handle h's receive WRs: posted to it, delivered into,
+// flushed, and held now.
+func (d *Double) RQCounts(h uint32) (posted, delivered, flushed uint64, held uint32) {
+	var p, dl, f C.uint64_t
+	var hd C.uint32_t
+	C.dbl_qp_counts(d.d, C.uint32_t(h), &p, &dl, &f, &hd)
+	return uint64(p), uint64(dl), uint64(f), uint32(hd)
+}
+
+// RNRWaits counts messages that met an empty RQ and waited (SetRNRWait).
+func (d *Double) RNRWaits() uint64 { return uint64(C.dbl_rnr_naks(d.d)) }

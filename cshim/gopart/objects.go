@@ -561,12 +561,8 @@ func usb4goCreateSRQ(h C.uintptr_t, userHandle C.uint64_t, attr *C.struct_usb4_i
 	if srq.Provider() {
 		// The kernel has none: the provider's, over its QPs' kernel RQs.
 		dp, err = dataplane.NewProviderSRQ(nil, ctx.CmdFD(), granted.MaxWR, granted.MaxSGE, granted.Limit, uint64(userHandle))
-		if err == nil {
-			if fd, ferr := ctx.ProviderEventFD(); ferr == nil {
-				dp.SetEventFD(fd)
-			} else if os.Getenv("USB4VERBS_DEBUG") != "" {
-				fmt.Fprintf(os.Stderr, "libusb4_rdma: create_srq: no limit events for this SRQ: %v\n", ferr)
-			}
+		if err == nil && granted.Limit > 0 {
+			srqLimitEvents(ctx, dp, "create_srq")
 		}
 	} else {
 		dp, err = dataplane.NewSRQ(nil, ctx.CmdFD(), srq.Handle(), granted.MaxSGE)
@@ -595,6 +591,20 @@ func usb4goCreateSRQ(h C.uintptr_t, userHandle C.uint64_t, attr *C.struct_usb4_i
 	return 0
 }
 
+// srqLimitEvents gives a provider SRQ the socket its limit event goes to,
+// putting the async relay at the context's async fd (provider/asyncrelay.go)
+// when the first SRQ arms a limit, not before: an epoll registration follows
+// the file, not the fd number, so an epoll set made before the relay keeps
+// watching the kernel's file, and a process that never arms a limit (UCX's
+// rc_verbs) keeps reading the kernel's events from the kernel's file.
+func srqLimitEvents(ctx *provider.Context, dp *dataplane.SRQ, verb string) {
+	if fd, err := ctx.ProviderEventFD(); err == nil {
+		dp.SetEventFD(fd)
+	} else if os.Getenv("USB4VERBS_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "libusb4_rdma: %s: no limit events for this SRQ: %v\n", verb, err)
+	}
+}
+
 //export usb4goModifySRQ
 func usb4goModifySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr, mask C.int) (rc C.int) {
 	defer contain("modify_srq", &rc)
@@ -607,6 +617,9 @@ func usb4goModifySRQ(h C.uintptr_t, attr *C.struct_usb4_ibv_srq_attr, mask C.int
 	if e.srq.Provider() {
 		if err := e.srq.Modify(a, uint32(mask)); err != nil { // the provider's bounds
 			return errnoOf(err)
+		}
+		if uint32(mask)&uapi.IB_SRQ_LIMIT != 0 && a.Limit > 0 {
+			srqLimitEvents(e.srq.PD().Context(), e.dp, "modify_srq")
 		}
 		m := int(uint32(mask) & (uapi.IB_SRQ_MAX_WR | uapi.IB_SRQ_LIMIT))
 		return errnoOf(e.dp.ModifyProvider(a.MaxWR, a.Limit, m))

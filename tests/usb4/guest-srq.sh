@@ -29,6 +29,17 @@ listening() {
   cat /proc/net/tcp /proc/net/tcp6 2>/dev/null \
     | awk -v p="$hex" 'substr($2, length($2) - 4) == p && $4 == "0A" { f = 1 } END { exit !f }'
 }
+# wait_listen PID PORT: up to 30 s for PORT to listen while PID lives.
+wait_listen() {
+  n=0
+  while [ $n -lt 300 ]; do
+    listening "$2" && return 0
+    kill -0 "$1" 2>/dev/null || return 1
+    usleep 100000
+    n=$((n + 1))
+  done
+  return 1
+}
 
 # pingpong SIDE PORT [ENV...]: ibv_srq_pingpong server on DEV0, client on DEV1; output in
 # /tmp/srqpp.SIDE.{srv,cli}; rc of the client, 99 when the server never listened.
@@ -38,13 +49,7 @@ pingpong() {
   env "$@" taskset 1 timeout 180 ibv_srq_pingpong -d "$USB4VERBS_DEV0" -g "$USB4VERBS_GID0" -n "$ITERS" -p "$port" \
     > "/tmp/srqpp.$side.srv" 2>&1 &
   sp=$!
-  n=0
-  while [ $n -lt 300 ] && ! listening "$port"; do
-    kill -0 $sp 2>/dev/null || break
-    usleep 100000
-    n=$((n + 1))
-  done
-  if ! listening "$port"; then
+  if ! wait_listen $sp "$port"; then
     wait $sp
     echo "server exited before it listened (rc $?)" > "/tmp/srqpp.$side.cli"
     return 99
@@ -118,13 +123,7 @@ serve() {
   # shellcheck disable=SC2086 # word lists
   taskset 1 timeout 120 $srv > "/tmp/srqpair.$name.srv" 2>&1 &
   sp=$!
-  n=0
-  while [ $n -lt 300 ] && ! listening "$port"; do
-    kill -0 $sp 2>/dev/null || break
-    usleep 100000
-    n=$((n + 1))
-  done
-  if ! listening "$port"; then
+  if ! wait_listen $sp "$port"; then
     wait $sp
     echo "server exited before it listened (rc $?)" > "/tmp/srqpair.$name.cli"
     return 99

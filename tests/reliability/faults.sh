@@ -187,7 +187,7 @@ if [ $UCX = 1 ]; then
   # from a transport timeout: its log names the device's event or errno. The time is
   # reported, not bounded: under TCG on a loaded host it was 0.7 s once and 5.1 s another
   # time, with the same cause (issue 25 asked for 2 s; a bound on wall time measures the
-  # host, which the benchmarks do).
+  # host, so the seconds are printed in the PASS line instead).
   end=$(cat $W/ucxs.end 2> /dev/null || echo 9999)
   took=$(awk -v a="$deleted_at" -v b="$end" 'BEGIN { printf "%.2f", b - a }')
   # Seen three ways: the async event, a poll's CQ -5, a post's or query's EIO (ret=5).

@@ -33,21 +33,8 @@ gidx() {
   return 1
 }
 
-# listening PORT: something listens on TCP PORT.
-listening() {
-  hex=$(printf ':%04X' "$1")
-  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v p="$hex" 'substr($2, length($2) - 4) == p && $4 == "0A" { f = 1 } END { exit !f }'
-}
-wait_listen() {
-  n=0
-  while [ $n -lt 300 ]; do
-    listening "$2" && return 0
-    kill -0 "$1" 2>/dev/null || return 1
-    usleep 100000
-    n=$((n + 1))
-  done
-  return 1
-}
+# listening PORT, wait_listen PID PORT
+. $BIN/guest-listen.sh
 
 # pingpong NAME SDEV CDEV PORT: ibv_rc_pingpong server on SDEV, client on CDEV.
 pingpong() {

@@ -11,26 +11,8 @@ failed=0
 pass() { echo "--- PASS: usb4/$tree/$1"; }
 fail() { echo "--- FAIL: usb4/$tree/$1 ($2)"; failed=1; }
 
-# listening PORT: something listens on TCP PORT (IPv4 or IPv6).
-listening() {
-  hex=$(printf ':%04X' "$1")
-  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null \
-    | awk -v p="$hex" 'substr($2, length($2) - 4) == p && $4 == "0A" { f = 1 } END { exit !f }'
-}
-
-# wait_listen PID PORT: until the server PID listens on TCP PORT, at most 30 s; 1 if it
-# exited first or never listened. A fixed `sleep 1` lost the race on a loaded host: the
-# client found nothing on the port and the server then waited out its timeout.
-wait_listen() {
-  n=0
-  while [ $n -lt 300 ]; do
-    listening "$2" && return 0
-    kill -0 "$1" 2>/dev/null || return 1
-    usleep 100000
-    n=$((n + 1))
-  done
-  return 1
-}
+# listening PORT, wait_listen PID PORT
+. /opt/usb4verbs/guest-listen.sh
 
 # sysfs_guid DEV: the node GUID as ibv_devices prints it (hex digits, no colons).
 sysfs_guid() { tr -d ':\n' < "/sys/class/infiniband/$1/node_guid"; }

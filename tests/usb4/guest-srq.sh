@@ -24,22 +24,8 @@ if [ ! -x $BIN/srq ]; then
   exit 0
 fi
 
-listening() {
-  hex=$(printf ':%04X' "$1")
-  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null \
-    | awk -v p="$hex" 'substr($2, length($2) - 4) == p && $4 == "0A" { f = 1 } END { exit !f }'
-}
-# wait_listen PID PORT: up to 30 s for PORT to listen while PID lives.
-wait_listen() {
-  n=0
-  while [ $n -lt 300 ]; do
-    listening "$2" && return 0
-    kill -0 "$1" 2>/dev/null || return 1
-    usleep 100000
-    n=$((n + 1))
-  done
-  return 1
-}
+# listening PORT, wait_listen PID PORT
+. $BIN/guest-listen.sh
 
 # pingpong SIDE PORT [ENV...]: ibv_srq_pingpong server on DEV0, client on DEV1; output in
 # /tmp/srqpp.SIDE.{srv,cli}; rc of the client, 99 when the server never listened.

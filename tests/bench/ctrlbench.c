@@ -46,25 +46,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The head of libibverbs' private struct verbs_device (microbench.c). */
-struct verbs_device_head {
-	struct ibv_device device;
-	const struct {
-		const char *name;
-	} *ops;
-};
+#include "benchutil.h"
 
 enum { MAX_ITERS = 1000 };
 
 static char labels[512];
 static int mark_on;
-
-static double now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 static void die(const char *op, int err)
 {
@@ -132,14 +119,6 @@ static void add(struct series *s, double ns)
 		out = (expr);                                                                                \
 		add((s), now_ns() - t_);                                                                     \
 	} while (0)
-
-static struct ibv_device *find_device(struct ibv_device **list, const char *name)
-{
-	for (int i = 0; list[i]; i++)
-		if (strcmp(ibv_get_device_name(list[i]), name) == 0)
-			return list[i];
-	return NULL;
-}
 
 struct dev {
 	struct ibv_context *ctx;

@@ -25,14 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-/* The head of libibverbs' private struct verbs_device, as in microbench.c
- * (linux-rdma/rdma-core:libibverbs/driver.h). */
-struct verbs_device_head {
-	struct ibv_device device;
-	const struct {
-		const char *name;
-	} *ops;
-};
+#include "benchutil.h"
 
 static double now_us(void)
 {

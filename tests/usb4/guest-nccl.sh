@@ -25,17 +25,8 @@ case $tree in
   pleite-main) known="pleite-main:kernel/ibdev.c:6537 and :7270 build the RECV_RDMA_WITH_IMM ib_wc without byte_len" ;;
   *) known="" ;;
 esac
-# Every tree lands an RDMA WRITE with a CPU copy of the payload, not in address order as a
-# NIC's DMA does: a CTS entry's last word (idx) can be seen before the rest (seen through both
-# providers, docs/nccl-pattern.md). Such a case SKIPs with this citation; NCCL would stop there.
-case $tree in
-  hellas-main) torn="hellas-main:kernel/ibdev.c:6581" ;;
-  hellas-gda-v2) torn="hellas-gda-v2:kernel/ibdev.c:6744" ;;
-  pleite-gda) torn="pleite-gda:kernel/ibdev.c:6808" ;;
-  pleite-gda-8099446) torn="pleite-gda-8099446:kernel/ibdev.c:8091" ;;
-  pleite-main) torn="pleite-main:kernel/ibdev.c:5742" ;;
-  *) torn="" ;;
-esac
+. $BIN/guest-known.sh
+torn=$(nccl_torn_known "$tree")
 # NCCL's adaptive-routing form (ncclpattern --ar, issue 33 item 3): the trees whose module
 # refuses its 0-byte RDMA_WRITE_WITH_IMM for the rkey 0 NCCL leaves in it; such a case SKIPs
 # with this citation when the same WR with a real rkey passes in the same run.
@@ -43,7 +34,6 @@ case $tree in
   pleite-gda-8099446) ar_known="pleite-gda-8099446:kernel/ibdev.c:10712-10717 queues every RDMA_WRITE_WITH_IMM for in-order delivery, whose tbv_rx_deliver_reorder_write_locked looks the header's rkey up even for a 0-byte write (:9340-9344): rkey 0 ends in LOC_PROT_ERR on the receive side; NCCL_IB_ADAPTIVE_ROUTING=0 avoids the form" ;;
   *) ar_known="" ;;
 esac
-[ -n "$torn" ] && torn="$torn tbv_umem_copy_to_iova copies the write into the target with the CPU, so the CTS entry's last word arrived before the rest"
 
 # run LABEL LINE_PREFIX ENV...: one pass over the cases with the provider ENV selects, pinned
 # to one vCPU (one process drives both hosts' devices); the exit status is ncclpattern's.

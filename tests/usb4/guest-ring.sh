@@ -204,16 +204,9 @@ rails_args() {
   done
 }
 
-# Known module behaviour the NCCL pattern meets (guest-nccl.sh has the same citations).
-case $tree in
-  hellas-main) torn="hellas-main:kernel/ibdev.c:6581" ;;
-  hellas-gda-v2) torn="hellas-gda-v2:kernel/ibdev.c:6744" ;;
-  pleite-gda) torn="pleite-gda:kernel/ibdev.c:6808" ;;
-  pleite-gda-8099446) torn="pleite-gda-8099446:kernel/ibdev.c:8091" ;;
-  pleite-main) torn="pleite-main:kernel/ibdev.c:5742" ;;
-  *) torn="" ;;
-esac
-[ -n "$torn" ] && torn="$torn tbv_umem_copy_to_iova copies the write into the target with the CPU, so the CTS entry's last word arrived before the rest"
+# Known module behaviour the NCCL pattern meets (guest-known.sh).
+. $BIN/guest-known.sh
+torn=$(nccl_torn_known "$tree")
 
 # nccl LABEL ARGS...: ncclpattern --multi LABEL; its result lines become $P/nccl/...
 nccl() {

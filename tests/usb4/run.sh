@@ -160,6 +160,7 @@ usb4_ring_boot() {
     { result FAIL "usb4/$1/ring4/build" "go build ./cmd/ibvinfo"; return 1; }
   install -m755 "$USB4DIR/guest-ring.sh" "$files/guest-ring.sh"
   install -m644 "$USB4DIR/guest-listen.sh" "$files/guest-listen.sh"
+  install -m644 "$USB4DIR/guest-known.sh" "$files/guest-known.sh"
   install -m644 "$USB4DIR/guest-capture.sh" "$files/guest-capture.sh"
   local ncases=${USB4_RING_CASES:-}
   # CI's tier: 50 messages a case (1 MiB: 4); TEST_FULL=1: 200 (1 MiB: 20), as guest-nccl.
@@ -189,6 +190,7 @@ usb4_stock_files() {
   STOCK_OUT="$REPO/build/usb4/stock/$1.out"
   rm -rf "$STOCK_FILES"; mkdir -p "$STOCK_FILES"
   install -m644 "$USB4DIR/guest-listen.sh" "$STOCK_FILES/guest-listen.sh"
+  install -m644 "$USB4DIR/guest-known.sh" "$STOCK_FILES/guest-known.sh"
   install -m755 "$REPO/tests/stock/guest.sh" "$STOCK_FILES/guest.sh"
   # The extended CQ verbs through libibverbs (issue 14), which guest-smoke.sh runs.
   gcc -std=c11 -Wall -Wextra -Werror -O2 -g -o "$STOCK_FILES/cqex" "$REPO/cshim/testdata/cqex.c" -libverbs ||

@@ -12,8 +12,10 @@ USB4_TREES="hellas-main pleite-main pleite-gda-8099446 pleite-gda hellas-gda-v2 
 # says why these.
 # pleite-main is left to TEST_FULL=1: it is only built (usb4_tree_no_boot), a snapshot
 # whose build changes only with tbloop's symbols, and its module build is minutes of an
-# empty-cache CI run that the four-host ring's boot needed (issue 32).
-USB4_TEST_TREES_DEFAULT="hellas-main pleite-gda-8099446 donnerkeule-cq"
+# empty-cache CI run that the four-host ring's boot needed (issue 32). donnerkeule-cq too:
+# a partial snapshot that cannot build (tests/usb4/README.md), whose failed build only
+# re-printed its SKIP in every CI run.
+USB4_TEST_TREES_DEFAULT="hellas-main pleite-gda-8099446"
 # TEST_FULL=1 (make test's full tier): every tree the bed knows.
 USB4_TEST_TREES_FULL="hellas-main pleite-main pleite-gda-8099446 pleite-gda hellas-gda-v2 donnerkeule-cq"
 

@@ -60,7 +60,7 @@ func TestProviderSRQKnobOnRxe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srq, err := pd.CreateSRQ(SRQInitAttr{MaxWR: 32768, MaxSGE: 1})
+			_, err = pd.CreateSRQ(SRQInitAttr{MaxWR: 32768, MaxSGE: 1})
 			if !tc.provider {
 				if a.ProviderSRQ || a.MaxSRQ != 917503 || !kernelSRQ || !errors.Is(err, unix.EOPNOTSUPP) {
 					t.Fatalf("rxe's own SRQs: query_device provider %v max_srq %d; create_srq asked the kernel %v (%v)",
@@ -75,7 +75,7 @@ func TestProviderSRQKnobOnRxe(t *testing.T) {
 			if !errors.Is(err, unix.EINVAL) {
 				t.Fatalf("create_srq of 32768 WRs (above the provider's %d): %v, want EINVAL", ProviderSRQMaxWR, err)
 			}
-			srq, err = pd.CreateSRQ(SRQInitAttr{MaxWR: 16384, MaxSGE: 1})
+			srq, err := pd.CreateSRQ(SRQInitAttr{MaxWR: 16384, MaxSGE: 1})
 			if err != nil || !srq.Provider() || kernelSRQ {
 				t.Fatalf("create_srq: %v, provider %v, a kernel SRQ command %v", err, srq != nil && srq.Provider(), kernelSRQ)
 			}

@@ -11,6 +11,17 @@
 #   PYVERBS_DEV    the device (default rxe0, the harness's USB4VERBS_DEV0)
 # Prints go-test-style lines pyverbs/<ours|librxe>/<test>; exit status non-zero when a
 # test failed through ours (librxe's verdicts are the control and never fail the run).
+#
+# PYVERBS_SET=srq: every SRQ case of the userland's pyverbs tests (issue 35; SRQ_TESTS
+# below, default userland sid: rdma-core 44 ships no test_srq.py), each run three ways in
+# the same boot: through ours with rxe's kernel SRQ (pyverbs/ours/...), through ours with
+# the provider's SRQ over rxe's kernel QPs (USB4VERBS_SRQ=provider: pyverbs/ours-provider-srq/...)
+# and through librxe (pyverbs/librxe/...), one python process each, a line per test
+# (pyverbs_run.py's PYVERBS_RESULT_PREFIX); then pyverbs/same/<test> says whether the
+# provider SRQ's verdict is librxe's (PASS, or the same SKIP). PYVERBS_SRQ_WAYS narrows the
+# ways (e.g. "ours-provider-srq"; CI's tier runs test_srq.py that way only, inside
+# cshim/vmtest.sh's sid boot). Exit status non-zero when a test failed through ours or a
+# verdict differs from librxe's.
 set -euo pipefail
 
 log() { printf '[cshim-pyverbsvm] %s\n' "$*" >&2; }
@@ -21,39 +32,23 @@ trap '[[ -z $work ]] || rm -rf "$work"' EXIT
 # shellcheck source=cshim/vmlib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/vmlib.sh"
 
-# pyverbs_deb USERLAND: prints the path of the userland's python3-pyverbs .deb, fetched
-# with the harness's private apt state for that suite (tests/vm/lib/fetch.sh).
-pyverbs_deb() (
-  VMCACHE="$CACHE/vm"
-  REPO=$repo
-  for f in common fetch; do
-    # shellcheck source=/dev/null
-    . "$work/harness/tests/vm/lib/$f.sh"
-  done
-  if [[ -z ${MIRROR:-} ]]; then MIRROR=$(host_mirror) || exit 1; fi
-  UBUNTU_MIRROR=${UBUNTU_MIRROR:-}
-  mkdir -p "$VMCACHE"
-  exec {lockfd}>"$VMCACHE/.lock"
-  flock "$lockfd"
-  apt_use "$1"
-  apt_fetch "$VMCACHE/debs/$1" python3-pyverbs
-)
+# shellcheck source=cshim/pyverbslib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/pyverbslib.sh"
 
 main() {
-  local userland=${1:-bookworm} deb t
+  local userland=${1:-} deb t
+  [[ -n $userland ]] || { userland=bookworm; [[ ${PYVERBS_SET:-} == srq ]] && userland=sid; }
   local tests=${PYVERBS_TESTS:-"test_rdmacm.CMTestCase.test_rdmacm_async_multicast_traffic
 test_rdmacm.CMTestCase.test_rdmacm_async_ex_multicast_traffic
 test_rdmacm.CMTestCase.test_rdmacm_async_ex_leave_multicast_traffic"}
   local dev=${PYVERBS_DEV:-}
   vm_prepare cshim-pyverbsvm "the pyverbs tests"
-  deb=$(pyverbs_deb "$userland")
-  log "tests from $(basename "$deb")"
-  dpkg-deb -x "$deb" "$work/deb"
-  cp -a "$work/deb/usr/share/doc/rdma-core/tests" "$work/files/tests"
-  find "$work/files/tests" -name '*.py.gz' -exec gunzip {} +
-  [[ -f $work/files/tests/run_tests.py ]] || { log "no run_tests.py in $deb"; exit 1; }
-  install -m755 "$repo/cshim/testdata/pyverbs_run.py" "$work/files/pyverbs_run.py"
+  pyverbs_files "$userland"
 
+  if [[ ${PYVERBS_SET:-} == srq ]]; then
+    pyverbs_srq_guest "${dev:-\$USB4VERBS_DEV0}" "$PYVERBS_SRQ_TESTS" "${PYVERBS_SRQ_WAYS:-ours ours-provider-srq librxe}" \
+      > "$work/pyverbs.sh"
+  else
   {
     printf '#!/bin/sh\nrc=0\ndev=%s\n' "${dev:-\$USB4VERBS_DEV0}"
     printf 'echo "# pyverbs: kernel=$USB4VERBS_KERNEL userland=$USB4VERBS_USERLAND dev=$dev"\n'
@@ -86,6 +81,7 @@ GUEST
     done
     printf 'exit $rc\n'
   } > "$work/pyverbs.sh"
+  fi
 
   VM_EXTRA_DEBS="python3 python3-pyverbs${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" vm_boot "$userland" "$work/pyverbs.sh"
 }

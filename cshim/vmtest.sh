@@ -13,7 +13,11 @@
 # through librxe in the same boot, rows compared; the output's table rows are what
 # scripts/extended-verbs-doc.sh turns into docs/extended-verbs.md); then dma-buf MRs
 # (tests/usb4/dmabuf.c through tests/usb4/guest-dmabuf.sh: the kernel's answer for rxe,
-# through us and through librxe).
+# through us and through librxe). On sid (rdma-core 65, whose pyverbs tests have
+# test_srq.py) also pyverbs' test_srq.py through the provider's SRQ over rxe's kernel QPs
+# (USB4VERBS_SRQ=provider; cshim/pyverbslib.sh, pyverbs/ours-provider-srq/*; issue 35's
+# rxe check, ~40 s of this boot: VMTEST_PYVERBS_SRQ=0 leaves it out; every SRQ case of
+# pyverbs, three ways, is `PYVERBS_SET=srq cshim/pyverbsvm.sh`).
 # Prints go-test-style lines; exit status non-zero if a check failed.
 set -euo pipefail
 
@@ -24,6 +28,8 @@ trap '[[ -z $work ]] || rm -rf "$work"' EXIT
 
 # shellcheck source=cshim/vmlib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/vmlib.sh"
+# shellcheck source=cshim/pyverbslib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/pyverbslib.sh"
 
 main() {
   local userland=${1:-bookworm}
@@ -48,12 +54,22 @@ rc=0
 echo "# kallsyms rxe_reg_user_mr_dmabuf: $(grep -c ' rxe_reg_user_mr_dmabuf' /proc/kallsyms)"
 DMABUF_PREFIX="cshim/rxe-$(uname -r)" DMABUF_BASELINE=rxe DMABUF_BASELINE_NAME=librxe \
   sh /opt/usb4verbs/guest-dmabuf.sh || rc=1
+# pyverbs' test_srq.py through the provider SRQ (sid only: below).
+if [ -f /opt/usb4verbs/pyverbs-srq.sh ]; then sh /opt/usb4verbs/pyverbs-srq.sh || rc=1; fi
 exit $rc
 GUEST
 
+  local debs=${VM_EXTRA_DEBS:-}
+  if [[ $userland == sid && ${VMTEST_PYVERBS_SRQ:-1} == 1 ]]; then
+    pyverbs_files "$userland"
+    pyverbs_srq_guest "\$USB4VERBS_DEV0" "$(grep '^test_srq\.' <<< "$PYVERBS_SRQ_TESTS")" ours-provider-srq \
+      > "$work/files/pyverbs-srq.sh"
+    debs="python3 python3-pyverbs${debs:+ $debs}"
+  fi
+
   # The boot's output is kept for the doc: scripts/extended-verbs-doc.sh reads qpex's rows.
   mkdir -p "$repo/build/qpex"
-  VM_EXCLUDE_GLOB="etc/libibverbs.d/rxe.driver" vm_boot "$userland" "$work/vmcheck.sh" |
+  VM_EXTRA_DEBS=$debs VM_EXCLUDE_GLOB="etc/libibverbs.d/rxe.driver" vm_boot "$userland" "$work/vmcheck.sh" |
     tee "$repo/build/qpex/rxe-$userland.out"
 }
 

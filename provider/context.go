@@ -54,6 +54,7 @@ type Context struct {
 
 	nextProviderSRQ uint32      // on mu: provider SRQs made (their handles)
 	relay           *asyncRelay // on mu: the provider's async events (asyncrelay.go)
+	srqForced       bool        // USB4VERBS_SRQ=provider at open (srqmode.go)
 }
 
 // object is what the context tracks so Close can destroy leftovers.
@@ -230,6 +231,7 @@ func newContextOn(sys sysCalls, info DeviceInfo, sysfsRoot string, fd int, ownFD
 		srqs:       make(map[uint64]*SRQ),
 		nextHandle: 1 << 63, // above any user-space address cshim may pass
 		maps:       make(map[*byte][]byte),
+		srqForced:  providerSRQForcedFromEnv(),
 	}
 	c.idle = sync.NewCond(&c.mu)
 	c.cmd.sys = removedGate{sysCalls: sys, gone: &c.gone}

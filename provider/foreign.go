@@ -33,6 +33,14 @@ func (pd *PD) ForeignSRQ(handle uint32) *SRQ {
 	return &SRQ{pd: pd, handle: handle}
 }
 
+// ForeignProviderSRQ is a provider SRQ of the parent's (no kernel object:
+// srq.go), on pd, with the sizes attr its data path holds. There is no
+// kernel answer to give for it: the child's verbs act on the child's copy of
+// its data path, and a destroy there leaves the parent's SRQ alone.
+func (pd *PD) ForeignProviderSRQ(handle uint32, attr SRQAttr) *SRQ {
+	return &SRQ{pd: pd, handle: handle, provider: true, attr: attr}
+}
+
 // ForeignMR is the MR with the kernel handle handle and its keys and range
 // (ibv_mr's), on pd.
 func (pd *PD) ForeignMR(handle, lkey, rkey uint32, addr, length uint64) *MR {

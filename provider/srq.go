@@ -33,9 +33,10 @@ const (
 
 // providerSRQLocked says whether SRQs on this context are the provider's:
 // a usb4 kernel that answers max_srq 0 (every thunderbolt_ibverbs tree, which
-// also refuses a QP with an SRQ: hellas-main:kernel/ibdev.c:2498).
+// also refuses a QP with an SRQ: hellas-main:kernel/ibdev.c:2498), or any
+// device with USB4VERBS_SRQ=provider (srqmode.go).
 func (c *Context) providerSRQLocked(a DeviceAttr) bool {
-	return c.info.Driver.Kind == DriverUSB4 && a.MaxSRQ == 0
+	return c.srqForced || c.info.Driver.Kind == DriverUSB4 && a.MaxSRQ == 0
 }
 
 // SRQ is a shared receive queue.
@@ -66,7 +67,7 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	defer pd.ctx.mu.Unlock()
 	c := pd.ctx
 	uh := c.userHandle(attr.UserHandle)
-	if c.info.Driver.Kind == DriverUSB4 {
+	if c.info.Driver.Kind == DriverUSB4 || c.srqForced {
 		a, err := c.queryDeviceLocked()
 		if err != nil {
 			return nil, verbError(verb, err)

@@ -87,7 +87,7 @@ func queryLive(names []string, ports map[string][]int, usb4 map[string]bool, par
 		}
 		if a, err := ctx.QueryDevice(); err == nil {
 			ld.MaxQP, ld.MaxCQE, ld.MaxMR = &a.MaxQP, &a.MaxCQE, &a.MaxMR
-			ld.SRQ = srqText(a)
+			ld.SRQ = srqText(a, ctx.ProviderSRQForced())
 		} else {
 			ld.Errors = append(ld.Errors, err.Error())
 		}
@@ -116,9 +116,12 @@ func queryLive(names []string, ports map[string][]int, usb4 map[string]bool, par
 	return out
 }
 
-// srqText says whose SRQs the device gets and their limits.
-func srqText(a provider.DeviceAttr) string {
+// srqText says whose SRQs the device gets and their limits; forced: the
+// provider's by USB4VERBS_SRQ=provider, whatever the kernel has.
+func srqText(a provider.DeviceAttr, forced bool) string {
 	switch {
+	case a.ProviderSRQ && forced:
+		return fmt.Sprintf("provider's (%s=provider): %d WRs, %d SGE", provider.SRQEnv, a.MaxSRQWR, a.MaxSRQSGE)
 	case a.ProviderSRQ:
 		return fmt.Sprintf("provider's (the kernel has none): %d WRs, %d SGE", a.MaxSRQWR, a.MaxSRQSGE)
 	case a.MaxSRQ > 0:

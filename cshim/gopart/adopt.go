@@ -80,7 +80,15 @@ func adoptQP(pd *provider.PD, handle, qpn uint32, typ provider.QPType, eng unsaf
 }
 
 func adoptSRQ(pd *provider.PD, handle uint32, eng unsafe.Pointer) *srqEntry {
-	e := &srqEntry{srq: pd.ForeignSRQ(handle), dp: dataplane.AdoptSRQ(eng), foreign: true}
+	dp := dataplane.AdoptSRQ(eng)
+	srq := pd.ForeignSRQ(handle)
+	if dp.Provider() {
+		// The parent's provider SRQ (no kernel object, handle included):
+		// its sizes are in the data path this image copied.
+		st := dp.Stats()
+		srq = pd.ForeignProviderSRQ(handle, provider.SRQAttr{MaxWR: st.MaxWR, MaxSGE: st.MaxSGE, Limit: st.Limit})
+	}
+	e := &srqEntry{srq: srq, dp: dp, foreign: true}
 	e.dp.Join(engineDevs.of(pd.Context()))
 	return e
 }

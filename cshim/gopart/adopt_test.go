@@ -67,3 +67,35 @@ func TestAdoptedObjectsJoinTheChildsRecord(t *testing.T) {
 		t.Errorf("post_srq_recv on the adopted SRQ after the child's removal: %v, want EIO", err)
 	}
 }
+
+// A fork() child's view of its parent's provider SRQ (no kernel object:
+// USB4VERBS_SRQ=provider, or a usb4 kernel without SRQs) is a provider SRQ
+// with the sizes of the data path it copied, so that query_srq, modify_srq
+// and destroy_srq in the child issue no kernel command for a handle the
+// kernel never gave (provider's TestForeignProviderSRQ; they did, and got
+// ENOENT, before: fork.c's child_parent_objects with USB4VERBS_SRQ=provider
+// on rxe).
+func TestAdoptedProviderSRQ(t *testing.T) {
+	const cmdFD = -1 // any command would fail with EBADF
+	dp, err := dataplane.NewProviderSRQ(nil, cmdFD, 32, 1, 4, 0x77)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dp.Close)
+	ctx := new(provider.Context)
+	childDev, err := dataplane.NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	engineDevs.mu.Lock()
+	engineDevs.m[ctx] = childDev
+	engineDevs.mu.Unlock()
+	t.Cleanup(func() { closeEngineDev(ctx) })
+	se := adoptSRQ(ctx.ForeignPD(9), 0xfff00001, dp.CPtr())
+	if !se.srq.Provider() {
+		t.Fatal("the parent's provider SRQ adopted as a kernel SRQ")
+	}
+	if a := se.srq.InitAttr(); a.MaxWR != 32 || a.MaxSGE != 1 || a.Limit != 4 {
+		t.Fatalf("adopted sizes %+v, want the data path's 32 WRs, 1 SGE, limit 4", a)
+	}
+}

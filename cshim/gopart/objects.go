@@ -567,7 +567,8 @@ func usb4goCreateSRQ(h C.uintptr_t, userHandle C.uint64_t, attr *C.struct_usb4_i
 	} else {
 		dp, err = dataplane.NewSRQ(nil, ctx.CmdFD(), srq.Handle(), granted.MaxSGE)
 	}
-	if err == nil && ctx.Driver().Kind == provider.DriverRXE {
+	if err == nil && ctx.Driver().Kind == provider.DriverRXE && !srq.Provider() {
+		// (a provider SRQ on rxe, USB4VERBS_SRQ=provider: no kernel ring)
 		if mi, ok := srq.RxeQueue(); !ok {
 			err = unix.EPROTO
 		} else {

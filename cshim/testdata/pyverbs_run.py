@@ -9,9 +9,14 @@ each device from the harness's environment (USB4VERBS_DEVn/USB4VERBS_NETDEVn)
 and otherwise runs the tests as run_tests.py does.
 
     pyverbs_run.py TESTSDIR [run_tests.py arguments...]
+
+With PYVERBS_RESULT_PREFIX=P set, every test also gets a go-test-style line
+as it ends, "--- PASS|FAIL|SKIP: P/<test method> (<seconds>s)", with the
+skip reason or the error's last line indented below it.
 """
 import os
 import sys
+import time
 import unittest
 from importlib.machinery import SourceFileLoader
 
@@ -40,4 +45,50 @@ def _get_ip_mac(self, dev, port, idx):
 
 base.RDMATestCase._get_ip_mac = _get_ip_mac
 parser.parse_args()
-unittest.main(module=tests)
+
+prefix = os.environ.get('PYVERBS_RESULT_PREFIX')
+if not prefix:
+    unittest.main(module=tests)
+    sys.exit(0)
+
+
+class GoTestResult(unittest.TextTestResult):
+    """Prints a go-test-style line per test as it ends."""
+
+    def startTest(self, test):
+        self._t0 = time.monotonic()
+        super().startTest(test)
+
+    def _line(self, verdict, test, note=''):
+        name = test.id().rsplit('.', 1)[-1] if isinstance(test, unittest.TestCase) else str(test)
+        secs = time.monotonic() - getattr(self, '_t0', time.monotonic())
+        print('--- %s: %s/%s (%.2fs)' % (verdict, prefix, name, secs), flush=True)
+        if note:
+            print('    ' + note.strip().splitlines()[-1], flush=True)
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._line('PASS', test)
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._line('SKIP', test, reason)
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._line('FAIL', test, self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._line('FAIL', test, self._exc_info_to_string(err, test))
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._line('FAIL', test, 'unexpected success')
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._line('PASS', test, 'expected failure')
+
+
+unittest.main(module=tests, testRunner=unittest.TextTestRunner(resultclass=GoTestResult, verbosity=2))

@@ -320,6 +320,23 @@ int usb4v_post_recv(struct usb4v_qp *qp, struct usb4v_ibv_recv_wr *wr,
 	}
 }
 
+int usb4v_srq_emu_post_qp(struct usb4v_srq *srq, struct usb4v_qp *qp, uint32_t handle,
+			  struct usb4v_ibv_recv_wr *wr, struct usb4v_ibv_recv_wr **bad_wr)
+{
+	/* rxe (USB4VERBS_SRQ=provider): user space writes a user QP's receive
+	 * ring, as librxe does; its kernel has no POST_RECV command for it
+	 * (EOPNOTSUPP: rxe enables only POST_SEND and REQ_NOTIFY_CQ of the
+	 * optional write commands, linux:drivers/infiniband/sw/rxe/rxe_verbs.c
+	 * rxe_register_device). Under srq->lock: rq_lock nests inside it. */
+	if (qp && qp->recv_backend == USB4V_BACKEND_RXE) {
+		pthread_spin_lock(&qp->rq_lock);
+		int rc = usb4v_rxe_post_recv(&qp->rq, qp->max_recv_sge, wr, bad_wr);
+		pthread_spin_unlock(&qp->rq_lock);
+		return rc;
+	}
+	return usb4v_kcmd_post_recv(srq->sys, srq->cmd_fd, USB4V_IB_USER_VERBS_CMD_POST_RECV, handle, wr, bad_wr);
+}
+
 int usb4v_post_srq_recv(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr,
 			struct usb4v_ibv_recv_wr **bad_wr)
 {
@@ -419,11 +436,18 @@ int usb4v_poll_cq_kcmd_held(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc
 	 * on poll_mu, and it uses nothing else the spinlock guards. */
 	int m = 0;
 	if (n >= 0 && n < ne && ask) {
-		m = usb4v_kcmd_poll_cq(cq, ne - n, wc + n);
-		if (m > 0) {
-			kwork_sub(cq, (uint32_t)m);
-			m = usb4v_srq_emu_fixup(cq, wc + n, m);
+		int got = usb4v_kcmd_poll_cq(cq, ne - n, wc + n);
+		while (got > 0) {
+			kwork_sub(cq, (uint32_t)got);
+			int kept = usb4v_srq_emu_fixup(cq, wc + n + m, got);
+			m += kept;
+			/* Dropped flushes of a provider SRQ: poll on behind them (srq_emu_poll_on). */
+			if (kept == got || n + m >= ne)
+				break;
+			got = usb4v_kcmd_poll_cq(cq, ne - n - m, wc + n + m);
 		}
+		if (got < 0 && m == 0)
+			m = got;
 	}
 	if (n < 0)
 		return s ? s : n;
@@ -455,8 +479,27 @@ int usb4v_poll_cq(struct usb4v_cq *cq, int ne, struct usb4v_ibv_wc *wc)
 	if (n >= 0 && n < ne)
 		m = poll_backend(cq, ne - n, wc + n);
 	pthread_spin_unlock(&cq->lock);
-	if (m > 0)
-		m = usb4v_srq_emu_fixup(cq, wc + n, m);
+	if (m > 0) {
+		int got = m;
+		m = usb4v_srq_emu_fixup(cq, wc + n, got);
+		/* srq_emu_poll_on: the fixup drops the flushes of a provider SRQ's
+		 * WRs (they go back to the SRQ). Completions behind them must not
+		 * wait for the next poll: a caller that takes a short or empty
+		 * poll for a drained CQ and then waits for a completion event
+		 * would wait for ever (the event came before). So the backend is
+		 * asked again while it gave something and the fixup dropped some. */
+		int dropped = m < got;
+		while (dropped && n + m < ne) {
+			pthread_spin_lock(&cq->lock);
+			got = poll_backend(cq, ne - n - m, wc + n + m);
+			pthread_spin_unlock(&cq->lock);
+			if (got <= 0)
+				break;
+			int kept = usb4v_srq_emu_fixup(cq, wc + n + m, got);
+			m += kept;
+			dropped = kept < got;
+		}
+	}
 	if (n < 0)
 		return n;
 	if (m < 0)
@@ -923,6 +966,12 @@ struct usb4v_qp *usb4v_qp_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t 
 	qp->recv_backend = USB4V_BACKEND_KCMD;
 	if (srq && recv_cq)
 		__atomic_store_n(&recv_cq->kwork_always, 1, __ATOMIC_RELAXED);
+	if (srq && srq->emu && recv_cq) {
+		/* An rxe ring's fast poll would hand out the lent WRs' tokens. */
+		pthread_spin_lock(&recv_cq->lock);
+		__atomic_fetch_or(&recv_cq->slow, USB4V_CQ_SLOW_SRQ_EMU, __ATOMIC_RELAXED);
+		pthread_spin_unlock(&recv_cq->lock);
+	}
 	return qp;
 }
 
@@ -935,7 +984,9 @@ int usb4v_qp_attach_rxe(struct usb4v_qp *qp, void *sq_addr, uint64_t sq_off, siz
 	int rc = usb4v_rxe_ring_setup(qp->sys, qp->cmd_fd, &qp->sq, sq_addr, sq_off, sq_size, sq_elem);
 	if (rc < 0)
 		return rc;
-	if (!qp->srq) {
+	/* A provider SRQ's QP has a receive ring of its own, which the SRQ
+	 * fills (srqemu.c); the application's post_recv stays refused. */
+	if (!qp->srq || qp->srq->emu) {
 		rc = usb4v_rxe_ring_setup(qp->sys, qp->cmd_fd, &qp->rq, rq_addr, rq_off, rq_size,
 				sizeof(struct usb4v_rxe_recv_wqe) + qp->max_recv_sge * sizeof(struct usb4v_rxe_sge));
 		if (rc < 0) {

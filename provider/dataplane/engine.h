@@ -355,6 +355,8 @@ enum {
 	USB4V_CQ_SLOW_ERROR = 2,   /* error latched */
 	USB4V_CQ_SLOW_DV = 4,      /* DV QPs merge into this CQ */
 	USB4V_CQ_SLOW_GONE = 8,    /* device removed: error is -EIO, arming fails */
+	USB4V_CQ_SLOW_SRQ_EMU = 16, /* a provider SRQ's QP receives into it (rxe with USB4VERBS_SRQ=provider):
+				     * its completions go through usb4v_srq_emu_fixup, which the fast path skips */
 };
 
 struct usb4v_srq {
@@ -544,6 +546,10 @@ void usb4v_srq_emu_detach(struct usb4v_qp *qp);
 void usb4v_srq_emu_cq_gone(struct usb4v_cq *cq);
 void usb4v_srq_emu_free(struct usb4v_srq *srq);
 int usb4v_srq_emu_post(struct usb4v_srq *srq, struct usb4v_ibv_recv_wr *wr, struct usb4v_ibv_recv_wr **bad_wr);
+/* The provider SRQ's lending into one QP's receive queue, as that QP's kernel
+ * takes receives (engine.c): its rxe ring, else the POST_RECV command. */
+int usb4v_srq_emu_post_qp(struct usb4v_srq *srq, struct usb4v_qp *qp, uint32_t handle,
+			  struct usb4v_ibv_recv_wr *wr, struct usb4v_ibv_recv_wr **bad_wr);
 
 struct usb4v_qp *usb4v_qp_new(const struct usb4v_sys *sys, int cmd_fd, uint32_t handle,
 			      uint32_t qp_num, uint32_t qp_type, int sq_sig_all,

@@ -255,7 +255,7 @@ static void lend(struct usb4v_srq *srq, uint32_t mi, uint32_t n)
 				wr[k - 1].next = &wr[k];
 		}
 		struct usb4v_ibv_recv_wr *bad = NULL;
-		int rc = usb4v_kcmd_post_recv(srq->sys, srq->cmd_fd, USB4V_IB_USER_VERBS_CMD_POST_RECV, m->handle, wr, &bad);
+		int rc = usb4v_srq_emu_post_qp(srq, m->qp, m->handle, wr, &bad);
 		uint32_t took = k;
 		if (rc) {
 			took = bad ? (uint32_t)(bad - wr) : 0;

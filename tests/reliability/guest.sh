@@ -2,12 +2,12 @@
 # tests/reliability/guest.sh: the reliability suite inside the test VM (busybox sh).
 # run.sh hands it to tests/vm/run.sh as VM_GUEST_SCRIPT, with the programs in
 # /opt/usb4verbs/bin and the settings in /opt/usb4verbs/rel.conf (PROVIDER=ours|librxe,
-# CHURN_CYCLES, REL_ONLY). Every program runs under `timeout`; a hang, a death by signal or a
-# program that printed no result becomes a FAIL line of its own, and sanitizer reports
+# CHURN_CYCLES, REL_ONLY, TEST_FULL). Every program runs under `timeout`; a hang, a death
+# by signal or a program that printed no result becomes a FAIL line of its own, and sanitizer reports
 # (ThreadSanitizer, Go's race detector) become FAIL lines too. faults.sh runs last: it
 # deletes rxe0.
 # shellcheck disable=SC1091,SC2012
-PROVIDER=ours CHURN_CYCLES=10000 REL_ONLY=
+PROVIDER=ours CHURN_CYCLES=10000 TEST_FULL=0 REL_ONLY=
 [ -r /opt/usb4verbs/rel.conf ] && . /opt/usb4verbs/rel.conf
 export REL_PROVIDER=$PROVIDER CHURN_CYCLES
 BIN=/opt/usb4verbs/bin
@@ -62,9 +62,9 @@ sanitizer() {
 }
 
 # Bad input: one process per case, so a crash costs one case; a case's process that
-# dies or hangs without its result line is that case's FAIL. (REL_ONLY=fork skips it.)
+# dies or hangs without its result line is that case's FAIL. (REL_ONLY=fork or srq skips it.)
 PER_CASE=1
-[ "$REL_ONLY" = fork ] || for c in $("$BIN/badinput" --list); do
+[ "$REL_ONLY" = fork ] || [ "$REL_ONLY" = srq ] || for c in $("$BIN/badinput" --list); do
   prog "badinput_$c" 60 "$BIN/badinput" --case "$c"
   if ! grep -q "^--- [A-Z]*: rel/badinput/$c " "$W/badinput_$c.out"; then
     fail "badinput/$c" "no result: exit $RC (124/143: hang killed by timeout; 128+N: signal N)"
@@ -78,9 +78,63 @@ PER_CASE=
 # REL_ONLY=badinput: a focused run of the bad-input cases (one short boot).
 [ "$REL_ONLY" = badinput ] && exit $FAILED
 
-prog fork 900 "$BIN/fork"
+[ "$REL_ONLY" = srq ] || prog fork 900 "$BIN/fork"
 # REL_ONLY=fork: the fork cases alone (one short boot).
 [ "$REL_ONLY" = fork ] && exit $FAILED
+
+# Shared receive queues (issue 35): tests/usb4/srq.c between rxe0 (the SRQ) and rxe1,
+# through rxe's kernel SRQ (rel/srq/...), and for ours through the provider's SRQ as
+# well (USB4VERBS_SRQ=provider: rel/srq_provider/..., and fork.c's SRQ cases as
+# rel/fork_srq_provider/...), so the emulation the usb4 module needs runs over rxe's
+# kernel QPs (docs/srq.md, "Provider SRQ on rxe").
+# srq_run NAME ENV...: srq.c with ENV, its srq/<case> lines renamed rel/NAME/<case> (its
+# step lines, "# <time> <step>", and its stderr only when a case failed or it hung or
+# died); a hang, a signal or no result line is rel/NAME/process's FAIL, as prog's.
+srq_run() {
+  sname=$1
+  shift
+  timeout 300 env "$@" "$BIN/srq" "${USB4VERBS_DEV0:-rxe0}" "${USB4VERBS_GID0:-1}" \
+    "${USB4VERBS_DEV1:-rxe1}" "${USB4VERBS_GID1:-1}" > "$W/$sname.raw" 2> "$W/$sname.err"
+  RC=$?
+  sed "s#^--- \([A-Z]*\): srq/#--- \1: rel/$sname/#" "$W/$sname.raw" > "$W/$sname.out"
+  if [ $RC -ge 124 ] || ! grep -q '^--- ' "$W/$sname.out"; then
+    cat "$W/$sname.out"
+    fail "$sname/process" "exit $RC (124/143: killed by the 300 s timeout; 128+N: signal N; else no result line)"
+    tail -n 20 "$W/$sname.err" | sed 's/^/    stderr| /'
+  elif grep -q '^--- FAIL' "$W/$sname.out"; then
+    cat "$W/$sname.out"
+    tail -n 20 "$W/$sname.err" | sed 's/^/    stderr| /'
+  else
+    grep -v '^# [0-9]*\.[0-9]* ' "$W/$sname.out"
+  fi
+  grep -q '^--- FAIL' "$W/$sname.out" && FAILED=1
+}
+if [ -x "$BIN/srq" ]; then
+  srq_run srq USB4VERBS_SRQ=kernel
+  if [ "$PROVIDER" = ours ]; then
+    srq_run srq_provider USB4VERBS_SRQ=provider
+    # The provider's SRQ limits in query_device say the knob took (srq.c prints them).
+    if grep -q '^# .*: max_srq 1024 max_srq_wr 16384 max_srq_sge 1$' "$W/srq_provider.out"; then
+      pass srq_provider/query_device "$(grep -m1 '^# .*max_srq ' "$W/srq_provider.out" | sed 's/^# //') (the provider SRQ's limits)"
+    else
+      fail srq_provider/query_device "want the provider SRQ's limits: $(grep -m1 '^# .*max_srq ' "$W/srq_provider.out")"
+    fi
+    # ibv_create_srq_ex: a basic SRQ with a CQ (the provider's), queried, limited and used,
+    # then the refusals, XRC and tag matching among them, with librxe's errnos (cqex.c).
+    timeout 120 env CQEX_ONLY=create_srq_ex USB4VERBS_SRQ=provider "$BIN/cqex" "${USB4VERBS_DEV1:-rxe1}" \
+      "${USB4VERBS_GID1:-1}" ours "${USB4VERBS_DEV0:-rxe0}" "${USB4VERBS_GID0:-1}" > "$W/cqex_srq.out" 2>&1
+    RC=$?
+    if grep -q '^--- PASS: cqex/create_srq_ex' "$W/cqex_srq.out"; then
+      pass srq_provider/create_srq_ex "$(sed -n 's/^outcome ours create_srq_ex: //p' "$W/cqex_srq.out")"
+    else
+      fail srq_provider/create_srq_ex "exit $RC: $(grep -v '^outcome' "$W/cqex_srq.out" | tail -n 3 | tr '\n' ' ')"
+    fi
+    # The families (children and grandchildren with SRQs of their own, ~25 s) with TEST_FULL=1.
+    prog fork_srq_provider 300 env REL_PROG=fork_srq_provider FORK_SRQ_ONLY=1 FORK_SRQ_FAMILIES="${TEST_FULL:-0}" \
+      USB4VERBS_SRQ=provider "$BIN/fork"
+  fi
+fi
+[ "$REL_ONLY" = srq ] && exit $FAILED
 prog concurrency 300 "$BIN/concurrency"
 
 # ThreadSanitizer on the test program, with the provider loaded in-process.

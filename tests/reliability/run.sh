@@ -26,6 +26,9 @@ build_programs() {
     gcc "${cflags[@]}" -o "$dir/bin/$p" "$RELDIR/$p.c" -libverbs || die "gcc $p.c"
   done
   gcc "${cflags[@]}" -o "$dir/bin/fork" "$RELDIR/fork.c" -libverbs -lrdmacm || die "gcc fork.c"
+  # The SRQ cases (issue 35) are the usb4 bed's program, run here between rxe0 and rxe1.
+  gcc "${cflags[@]}" -o "$dir/bin/srq" "$RELDIR/../usb4/srq.c" -libverbs || die "gcc ../usb4/srq.c"
+  gcc "${cflags[@]}" -o "$dir/bin/cqex" "$RELDIR/../../cshim/testdata/cqex.c" -libverbs || die "gcc cshim/testdata/cqex.c"
   gcc "${cflags[@]/-O2/-O1}" -fsanitize=thread -o "$dir/bin/concurrency.tsan" "$RELDIR/concurrency.c" -libverbs \
     || die "gcc -fsanitize=thread concurrency.c"
   # The removal's waiters under AddressSanitizer and LeakSanitizer (faults.sh): the process
@@ -143,7 +146,8 @@ main() {
   REL_DOC=${REL_DOC:-$REPO/build/reliability/reliability.md}
   CHURN_CYCLES=${CHURN_CYCLES:-10000}
   [[ $CHURN_CYCLES =~ ^[1-9][0-9]*$ ]] || die "CHURN_CYCLES must be a positive number"
-  [[ -z ${REL_ONLY:-} || $REL_ONLY == badinput || $REL_ONLY == fork ]] || die "REL_ONLY: empty (everything), badinput or fork"
+  [[ -z ${REL_ONLY:-} || $REL_ONLY == badinput || $REL_ONLY == fork || $REL_ONLY == srq ]] ||
+    die "REL_ONLY: empty (everything), badinput, fork or srq"
   OUT=$REPO/build/reliability
   mkdir -p "$OUT"
   if [[ ${REL_REPORT_ONLY:-0} == 1 ]]; then write_doc; return 0; fi
@@ -153,7 +157,8 @@ main() {
   trap 'rm -rf "$WORK"' EXIT
   mkdir -p "$WORK/files"
   build_programs "$WORK/files"
-  printf 'PROVIDER=%s\nCHURN_CYCLES=%s\nREL_ONLY=%s\n' "$PROVIDER" "$CHURN_CYCLES" "${REL_ONLY:-}" > "$WORK/files/rel.conf"
+  printf 'PROVIDER=%s\nCHURN_CYCLES=%s\nREL_ONLY=%s\nTEST_FULL=%s\n' "$PROVIDER" "$CHURN_CYCLES" "${REL_ONLY:-}" \
+    "${TEST_FULL:-0}" > "$WORK/files/rel.conf"
   local exclude=${VM_EXCLUDE_GLOB:-} overlay=
   if [[ $PROVIDER == ours ]]; then
     if [[ ${REL_BUILD:-1} == 1 ]]; then

@@ -44,15 +44,17 @@ case $tree in
   pleite-gda-8099446) ;;
   *) export SRQ_KNOWN_RNR_EXC="the module's RNR exception with rnr_retry 7: $tree predates pleite's c2dd72b, an RNR wait that ends while the send's frames are in the TX ring completes it (hellas-main:kernel/ibdev.c:3456-3494, fixed at pleite-gda-8099446:kernel/ibdev.c:4236-4240)" ;;
 esac
-# The module's receive-side timeout, every tree: a message the receiver holds out of order
-# (rx_reorder) for rx_timeout (the ACK timeout times retry_cnt + 1: 34.4 s here,
-# hellas-main:kernel/ibdev.c:932-946) is dropped with an error ACK and the receiver QP goes to
-# ERR (:3590-3637). It happens when a send RNR-waits for a receive credit (rnr_retry 7 waits
-# for a credit only, :1220-1223, :3459-3467) while the sends after it took the credits the
-# receiver's posts advertised (post_send takes one when there is one and sends anyway,
-# :5127-5140): the receiver holds them behind the waiting one and posts nothing more. Seen
-# with plain QPs through the module's C provider too (srq.c plain_traffic, docs/srq.md).
-export SRQ_KNOWN_RX_TIMEOUT="the module's receive timeout moved a receiver QP to ERR: a send waited for a receive credit that the sends after it had taken (hellas-main:kernel/ibdev.c:1220-1223, :3459-3467, :5127-5140; rx_timeout :932-946, ERR at :3590-3637; also with plain QPs through the module's C provider)"
+# The module's credit stall, every tree: a send that RNR-waits with rnr_retry 7 waits for a
+# receive credit only (hellas-main:kernel/ibdev.c:1220-1223, :3459-3467), and post_send takes
+# a credit when there is one and sends anyway (:5127-5140). When the sends after the waiting
+# one took the credits the receiver's posts advertised, the receiver holds them out of order
+# behind it and, reposting as it consumes, posts nothing more: nothing moves until the
+# receiver's timeout for a held message (rx_timeout, the ACK timeout times retry_cnt + 1 =
+# 34.4 s here, :932-946) drops it and moves the receiver QP to ERR (:3590-3637), or the
+# sender's retries of the held ones run out (pleite-gda-8099446: data_wr_retry_exhausted).
+# pleite-gda-8099446 has the same (:1539-1542, :4230, :6470-6474). Seen with plain QPs
+# through the module's C provider (srq.c plain_traffic on hellas-main; docs/srq.md).
+export SRQ_KNOWN_RX_TIMEOUT="the module's credit stall: a send waited for a receive credit that the sends after it had taken, the receiver held those behind it until its receive timeout or the sender's retries ended (hellas-main:kernel/ibdev.c:1220-1223, :3459-3467, :5127-5140, :932-946, :3590-3637; pleite-gda-8099446:kernel/ibdev.c:1539-1542, :4230, :6470-6474; also with plain QPs through the module's C provider)"
 
 DBG=/sys/kernel/debug/thunderbolt_ibverbs
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null

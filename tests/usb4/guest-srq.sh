@@ -9,7 +9,7 @@
 #   # cprovider|...                                         its lines, uncounted
 # ibv_srq_pingpong runs 200 iterations. srq.conf (tests/usb4/run.sh): SRQ_RUNS, srq.c's
 # runs of traffic and plain_traffic (USB4_SRQ_RUNS, default 1). After each srq.c run, the
-# module's RNR counters that moved (debugfs) as a note.
+# module's counters that place a stall (debugfs) and that moved, as a note.
 # shellcheck disable=SC3045 # busybox
 
 tree=${USB4VERBS_BACKEND_TREE:?not in the usb4 mode}
@@ -31,7 +31,7 @@ SRQ_RUNS=1
 [ -r $BIN/srq.conf ] && . $BIN/srq.conf
 export SRQ_RUNS
 
-# The module's one exception to rnr_retry 7 (wait for ever): a send whose RNR wait ends
+# The module's RNR exception to rnr_retry 7 (wait for ever): a send whose RNR wait ends
 # (the receiver's credit came) while its last transmission still has frames in the TX ring
 # completes with RNR_RETRY_EXC_ERR (hellas-main:kernel/ibdev.c:3456-3494: the RNR branch of
 # tbv_qp_timeout_reap_tx retries only when tx_pending is 0, else -EAGAIN, which :3143-3144
@@ -39,7 +39,8 @@ export SRQ_RUNS
 # TX pending", 2026-06-06): pleite-gda-8099446:kernel/ibdev.c:4236-4240 waits and counts
 # data_wr_rnr_wait_tx_pending. Every other tree of the bed predates it. Under TCG the RNR
 # NAK often overtakes the TX completion; a receiver that makes senders wait (an SRQ's lending,
-# receives reposted as consumed) meets it. srq.c counts exactly that as a SKIP on those trees.
+# receives reposted as consumed) meets it, and so do plain QPs through the module's C provider
+# (srq.c plain_traffic on hellas-main). srq.c counts exactly that as a SKIP on those trees.
 case $tree in
   pleite-gda-8099446) ;;
   *) export SRQ_KNOWN_RNR_EXC="the module's RNR exception with rnr_retry 7: $tree predates pleite's c2dd72b, an RNR wait that ends while the send's frames are in the TX ring completes it (hellas-main:kernel/ibdev.c:3456-3494, fixed at pleite-gda-8099446:kernel/ibdev.c:4236-4240)" ;;

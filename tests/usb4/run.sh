@@ -233,7 +233,7 @@ usb4_stock_files() {
   fi
   # Shared receive queues (issue 35): srq.c and ibv_srq_pingpong through ours and the
   # module's C provider (guest-srq.sh), on the trees of USB4_SRQ_TREES (CI's tier:
-  # hellas-main, about 25 s of its smoke boot), every tree with TEST_FULL=1. The module's
+  # hellas-main, 14-25 s of its smoke boot), every tree with TEST_FULL=1. The module's
   # "RNR retry counter exceeded" with rnr_retry 7 (hellas-main:kernel/ibdev.c:3456-3494,
   # fixed in pleite's c2dd72b) and its credit stall (34.4 s, then a QP in ERR; every tree,
   # through its C provider too) are SKIPs with their citation (guest-srq.sh, docs/srq.md).

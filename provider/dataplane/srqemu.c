@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -64,6 +65,8 @@ struct emu_member {
 	const struct usb4v_cq *cq; /* its receive CQ; compared, and freed only after the QP */
 	uint32_t depth, lent;
 	int accepting;             /* the QP's state takes receives */
+	int debug;                 /* the QP's USB4VERBS_DEBUG */
+	int qpn_logged;            /* the kernel's other qp_num was logged once */
 };
 
 struct usb4v_srq_emu {
@@ -338,6 +341,7 @@ int usb4v_srq_emu_attach(struct usb4v_srq *srq, struct usb4v_qp *qp, uint32_t de
 	m->handle = qp->handle;
 	m->cq = qp->recv_cq;
 	m->depth = depth;
+	m->debug = qp->debug;
 	int st = __atomic_load_n(&qp->state, __ATOMIC_RELAXED);
 	m->accepting = st == USB4V_QPS_INIT || st == USB4V_QPS_RTR || st == USB4V_QPS_RTS;
 	qp->srq_member = (int)mi + 1;
@@ -574,7 +578,16 @@ int usb4v_srq_emu_fixup(struct usb4v_cq *cq, struct usb4v_ibv_wc *wc, int n)
 		struct usb4v_srq_emu *e = srq ? srq->emu : NULL;
 		struct emu_slot *s = e && si < e->nslots ? &e->slots[si] : NULL;
 		struct emu_member *m = s && s->member >= 0 ? &e->members[s->member] : NULL;
-		if (!m || (s->gen & 0xff) != sgen || m->qp_num != wc[k].qp_num || m->cq != cq) {
+		/* The kernel's qp_num is the QP's while its QP lives; once
+		 * destroy_qp ran, the module's poll reads it from the freed QP
+		 * (its CQE keeps a pointer to the ib_qp, which the core frees
+		 * after destroy_qp: hellas-main:kernel/ibdev.c:7169,
+		 * pleite-gda-8099446:kernel/ibdev.c:9178; the uverbs core's
+		 * poll copies wc->qp->qp_num), whatever the memory holds by
+		 * then. A member whose QP takes no receives any more (ERR,
+		 * being destroyed, destroyed) is matched by its token alone. */
+		int qpn_ok = m && (m->qp_num == wc[k].qp_num || !m->qp || !m->accepting);
+		if (!m || (s->gen & 0xff) != sgen || !qpn_ok || m->cq != cq) {
 			if (wc[k].wr_id >> 56 == TOKEN_MARK && wc[k].status == USB4V_WC_WR_FLUSH_ERR &&
 			    wc[k].opcode == USB4V_WC_RECV) {
 				/* A flush of a lending that is over (its SRQ gone, or
@@ -584,6 +597,16 @@ int usb4v_srq_emu_fixup(struct usb4v_cq *cq, struct usb4v_ibv_wc *wc, int n)
 			}
 			wc[out++] = wc[k]; /* not a lent WR: as polled */
 			continue;
+		}
+		if (m->qp_num != wc[k].qp_num) {
+			if (m->debug && !m->qpn_logged) {
+				m->qpn_logged = 1;
+				fprintf(stderr,
+					"usb4verbs: srq: the kernel reported qp_num %u for a WR lent to qp %u, which takes no "
+					"receives (destroyed: the module read the number from the freed QP); taken as qp %u's\n",
+					wc[k].qp_num, m->qp_num, m->qp_num);
+			}
+			wc[k].qp_num = m->qp_num;
 		}
 		m->lent--;
 		if (wc[k].status == USB4V_WC_WR_FLUSH_ERR) {

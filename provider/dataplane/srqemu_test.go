@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -519,6 +520,64 @@ func TestProviderSRQFullKernelRQIsTransient(t *testing.T) {
 	for k, w := range got {
 		if w.Status != WCSuccess || w.WrID != uint64(k) {
 			t.Fatalf("receive %d: %+v", k, w)
+		}
+	}
+}
+
+// The module's poll reads a completion's qp_num from the ib_qp, which the
+// core frees after destroy_qp: the flushes of a destroyed QP's lent WRs,
+// polled after the destroy, carry whatever that memory holds (seen on
+// pleite-gda-8099446, where the 10 WRs a destroyed QP held never reached the
+// other QP: their flushes were taken for another QP's and dropped). Such a
+// QP's completions are matched by their token alone: the flushes go back to
+// the SRQ, a receive completion gets the application's wr_id and the number
+// the QP had. Both orders of the engine's side: the engine QP freed before
+// the poll, and kept (objects.c frees it after the async events' acks).
+func TestProviderSRQDestroyedQPFlushesWithFreedQPNum(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		name := "engine_qp_freed"
+		if keep {
+			name = "engine_qp_kept"
+		}
+		for _, junk := range []uint32{0, 0x6b6b6b6b} {
+			t.Run(fmt.Sprintf("%s/qpn_%#x", name, junk), func(t *testing.T) {
+				e := newSRQEnv(t, "kcmd", 64, 32, 2)
+				e.d.SetFreedQPNum(true, junk)
+				e.postSRQ(t, 0, 20)
+				if a := e.recv[0].ProviderSRQLent(); a != 10 {
+					t.Fatalf("QP 0 lent %d, want 10", a)
+				}
+				e.sendTagged(t, 0, 7, false)   // a real receive on QP 0, polled after the destroy
+				e.recv[0].SetState(QPStateErr) // as cshim/gopart's destroy_qp does first
+				if err := e.d.QPError(e.hrecv[0]); err != nil {
+					t.Fatal(err)
+				}
+				if err := e.d.DestroyQP(e.hrecv[0]); err != nil {
+					t.Fatal(err)
+				}
+				if !keep {
+					e.recv[0].Close()
+					e.recv[0] = nil
+				}
+				got := pollN(t, e.cqB, 1)
+				if w := got[0]; w.Status != WCSuccess || w.QPNum != e.qpnR[0] || w.WrID >= 20 {
+					t.Fatalf("the receive before the destroy: %+v (QP 0 was %#x)", w, e.qpnR[0])
+				}
+				expectEmpty(t, e.cqB) // the 9 flushes: the SRQ's again, not reported
+				if st := e.srq.Stats(); st.Posted != 19 || st.Pending != 0 || e.recv[1].ProviderSRQLent() != 19 {
+					t.Fatalf("after polling the flushes: %+v, lent to QP 1: %d", st, e.recv[1].ProviderSRQLent())
+				}
+				seen := map[uint64]bool{got[0].WrID: true}
+				for k := 0; k < 19; k++ {
+					e.sendTagged(t, 1, uint64(100+k), false)
+				}
+				for _, w := range pollN(t, e.cqB, 19) {
+					if w.Status != WCSuccess || w.QPNum != e.qpnR[1] || w.WrID >= 20 || seen[w.WrID] {
+						t.Fatalf("completion %+v", w)
+					}
+					seen[w.WrID] = true
+				}
+			})
 		}
 	}
 }

@@ -17,7 +17,19 @@
 //               outstanding: the other receives into all 20, each once
 //   threads     4 threads posting while 400 messages arrive on 2 QPs
 //   plain_destroy_rnr  destroy_qp's pattern without an SRQ (runs first, through the
-//               module's C provider too: places a destroy_qp failure)
+//               module's C provider too: places a destroy_qp failure); prints the
+//               qp_num the destroyed QP's flushes came with
+//   plain_traffic traffic's pattern without an SRQ: 4 QPs with 8 receives each,
+//               reposted to their QP (through the module's C provider too)
+// SRQ_RUNS=N (environment, default 1) runs traffic and plain_traffic N times each (one
+// line each). The senders' rnr_retry is 7 (checked with query_qp): a send must never
+// complete with RNR_RETRY_EXC_ERR, and no receiver QP may end in ERR. The guest names the
+// module's known exceptions on a tree, with their citation: SRQ_KNOWN_RNR_EXC=<why> (the
+// case's first error a send's RNR_RETRY_EXC_ERR), SRQ_KNOWN_RX_TIMEOUT=<why> (a case that
+// failed after 30 s or more without a completion, with a QP in ERR the test did not ask
+// for: the module's receive timeout or its sender's retries). A case, or a run, that ends in
+// exactly that is a SKIP saying so (runs: counted; the case a SKIP if no run failed
+// otherwise); every receive before it was checked as always.
 // One go-test-style line per case: --- PASS/FAIL/SKIP: srq/<case>. Where
 // ibv_create_srq fails (the module's C provider: the kernel has no SRQs) every
 // case is a SKIP naming the errno, and the program prints
@@ -59,6 +71,9 @@ static struct ibv_qp *rq[NQP_MAX], *sq[NQP_MAX];
 static int nqp;
 static int failed;
 static char why[512];
+static int rnr_exc; // the first failure of the case was a send's RNR_RETRY_EXC_ERR
+static int rx_err;  // ... or it came after a stall of 30 s or more with a QP in ERR the test never moved there
+static double progress; // when the last receive or send completed (or the case began)
 
 static double now(void)
 {
@@ -72,6 +87,18 @@ static void step(const char *what)
 	printf("# %.3f %s\n", now(), what);
 }
 
+// known_failure: the failure just seen is one of the module's behaviours the guest names
+// for this tree (rnr_exc: SRQ_KNOWN_RNR_EXC; rx_err: SRQ_KNOWN_RX_TIMEOUT), or NULL.
+static const char *known_failure(void)
+{
+	const char *k = NULL;
+	if (rnr_exc)
+		k = getenv("SRQ_KNOWN_RNR_EXC");
+	else if (rx_err)
+		k = getenv("SRQ_KNOWN_RX_TIMEOUT");
+	return k && k[0] ? k : NULL;
+}
+
 static void result(const char *verdict, const char *name, const char *fmt, ...)
 {
 	char msg[512];
@@ -79,6 +106,13 @@ static void result(const char *verdict, const char *name, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	const char *known = strcmp(verdict, "FAIL") == 0 ? known_failure() : NULL;
+	if (known) {
+		// Exactly one of the module's behaviours the guest named: SKIP, saying so.
+		printf("--- SKIP: srq/%s (%s: %s)\n", name, known, msg);
+		fflush(stdout);
+		return;
+	}
 	printf("--- %s: srq/%s (%s)\n", verdict, name, msg);
 	fflush(stdout);
 	if (strcmp(verdict, "FAIL") == 0)
@@ -89,6 +123,7 @@ static int bad(const char *fmt, ...)
 {
 	if (why[0])
 		return -1; // the first reason stays
+	rnr_exc = rx_err = 0;
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
@@ -167,6 +202,14 @@ static int up(int n, uint32_t max_wr, uint32_t limit)
 			rc = to_rts(sq[i], &B, rq[i]->qp_num, &A.gid);
 		if (rc)
 			return bad("connect %d: %s", i, strerror(rc));
+		// What the module holds for the sender (a message that finds no
+		// receive must wait, never fail).
+		struct ibv_qp_attr qa;
+		struct ibv_qp_init_attr qi;
+		if ((rc = ibv_query_qp(sq[i], &qa, IBV_QP_RNR_RETRY, &qi)) != 0)
+			return bad("query_qp %d: %s", i, strerror(rc));
+		if (qa.rnr_retry != 7)
+			return bad("sender %d: rnr_retry %u after modify_qp set 7", i, qa.rnr_retry);
 	}
 	step("up: connected");
 	return 0;
@@ -175,6 +218,21 @@ static int up(int n, uint32_t max_wr, uint32_t limit)
 static void down(void)
 {
 	step("down");
+	// A failed case after a stall: is a QP in ERR? The cases move none there but the one
+	// they destroy at once (NULL then): the module did, at the end of its receive timeout
+	// or of the sender's retries (34.4 s here; docs/srq.md).
+	double stalled = now() - progress;
+	for (int i = 0; i < 2 * NQP_MAX && why[0] && !rx_err && stalled >= 30; i++) {
+		struct ibv_qp *qp = i < NQP_MAX ? rq[i] : sq[i - NQP_MAX];
+		struct ibv_qp_attr qa;
+		struct ibv_qp_init_attr qi;
+		if (qp && !ibv_query_qp(qp, &qa, IBV_QP_STATE, &qi) && qa.qp_state == IBV_QPS_ERR) {
+			rx_err = 1;
+			size_t l = strlen(why);
+			snprintf(why + l, sizeof(why) - l, "; after %.1f s without a completion, %s QP %d in ERR, which the test did not ask for",
+				 stalled, i < NQP_MAX ? "receiver" : "sender", i % NQP_MAX);
+		}
+	}
 	for (int i = 0; i < NQP_MAX; i++) {
 		if (rq[i])
 			ibv_destroy_qp(rq[i]);
@@ -203,6 +261,14 @@ static int post_srq(uint64_t id)
 	struct ibv_sge sge = {.addr = (uintptr_t)(A.buf + (id % 4000) * SLOT), .length = SLOT, .lkey = A.mr->lkey};
 	struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *badwr;
 	return ibv_post_srq_recv(srq, &wr, &badwr);
+}
+
+// post_plain: receive id (its slot of A.buf) on pair q's own receive queue.
+static int post_plain(int q, uint64_t id)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)(A.buf + (id % 4000) * SLOT), .length = SLOT, .lkey = A.mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *badwr;
+	return ibv_post_recv(rq[q], &wr, &badwr);
 }
 
 struct msg {
@@ -238,9 +304,15 @@ static int reap_sends(void)
 	if (n < 0)
 		return bad("poll sender cq: %d", n);
 	for (int k = 0; k < n; k++) {
-		if (wc[k].status != IBV_WC_SUCCESS)
-			return bad("send %" PRIu64 ": %s", wc[k].wr_id, ibv_wc_status_str(wc[k].status));
+		if (wc[k].status != IBV_WC_SUCCESS) {
+			int first = !why[0];
+			bad("send %" PRIu64 ": %s", wc[k].wr_id, ibv_wc_status_str(wc[k].status));
+			if (first && wc[k].status == IBV_WC_RNR_RETRY_EXC_ERR)
+				rnr_exc = 1;
+			return -1;
+		}
 		inflight--;
+		progress = now();
 	}
 	return 0;
 }
@@ -276,6 +348,7 @@ static int check_recv(const struct ibv_wc *wc)
 		if (m->fill[k] != (((uint64_t)i << 32 | m->seq) * 0x9e3779b97f4a7c15ull + (uint64_t)k))
 			return bad("receive %" PRIu64 ": payload differs", wc->wr_id);
 	next_seq[i]++;
+	progress = now();
 	return i;
 }
 
@@ -283,20 +356,22 @@ static void reset_seq(void)
 {
 	memset(next_seq, 0, sizeof(next_seq));
 	inflight = 0;
+	progress = now();
 }
 
 
-static void case_traffic(void)
+// traffic_run: one run of traffic (plain: plain_traffic, each QP its own 8 receives,
+// reposted to it) into why; 4 QPs, 32 receives, 50 messages a QP.
+static void traffic_run(int plain)
 {
-	step("traffic");
 	why[0] = 0;
 	reset_seq();
 	const int per = 50, slots = 32;
 	int received = 0;
-	if (!up(4, slots, 0)) {
+	if (!up(4, plain ? 0 : (uint32_t)slots, 0)) {
 		for (int s = 0; s < slots && !why[0]; s++)
-			if (post_srq((uint64_t)s))
-				bad("post_srq_recv: %s", strerror(errno));
+			if (plain ? post_plain(s / 8, (uint64_t)s) : post_srq((uint64_t)s))
+				bad("post_%s: %s", plain ? "recv" : "srq_recv", strerror(errno));
 		uint32_t sent[NQP_MAX] = {0};
 		double deadline = now() + WAIT_S;
 		while (!why[0] && received < 4 * per && now() < deadline) {
@@ -307,9 +382,11 @@ static void case_traffic(void)
 			struct ibv_wc wc[16];
 			int n = ibv_poll_cq(A.cq, 16, wc);
 			for (int k = 0; k < n && !why[0]; k++) {
-				if (check_recv(&wc[k]) >= 0) {
+				int q = check_recv(&wc[k]);
+				if (q >= 0) {
 					received++;
-					if (post_srq(wc[k].wr_id)) // reposted, as UCX does
+					// reposted, as UCX does (plain: to the QP it came from)
+					if (plain ? post_plain(q, wc[k].wr_id) : post_srq(wc[k].wr_id))
 						bad("repost: %s", strerror(errno));
 				}
 			}
@@ -318,10 +395,39 @@ static void case_traffic(void)
 			bad("%d of %d messages in %d s", received, 4 * per, WAIT_S);
 	}
 	down();
-	if (why[0])
-		result("FAIL", "traffic", "%s", why);
+}
+
+// case_traffic_runs: SRQ_RUNS runs of traffic (or plain_traffic), one line. A run that
+// ends in the module's known RNR exception (SRQ_KNOWN_RNR_EXC) is counted, not failed.
+static void case_traffic_runs(const char *name, int plain)
+{
+	const char *env = getenv("SRQ_RUNS");
+	int runs = env && atoi(env) > 0 ? atoi(env) : 1, nknown = 0, r;
+	char first_known[1200] = "", fail[600] = "";
+	for (r = 0; r < runs && !fail[0]; r++) {
+		step(name);
+		traffic_run(plain);
+		if (!why[0])
+			continue;
+		const char *known = known_failure();
+		if (known) {
+			if (!nknown++)
+				snprintf(first_known, sizeof(first_known), "first: run %d: %s; %s", r + 1, why, known);
+			printf("# %s run %d of %d: %s (known: %s)\n", name, r + 1, runs, why, rnr_exc ? "SRQ_KNOWN_RNR_EXC" : "SRQ_KNOWN_RX_TIMEOUT");
+			continue;
+		}
+		snprintf(fail, sizeof(fail), "run %d of %d: %s", r + 1, runs, why);
+	}
+	rnr_exc = rx_err = 0; // the runs' verdicts are this function's
+	if (fail[0])
+		result("FAIL", name, "%s%s", fail, nknown ? " (and earlier runs ended in a known behaviour of the module)" : "");
+	else if (nknown)
+		result("SKIP", name, "%d of %d runs ended in a known behaviour of the module, the others passed; %s", nknown, runs,
+		       first_known);
+	else if (plain)
+		result("PASS", name, "%d run(s): 200 messages over 4 QPs with 8 receives each, reposted, in order per QP", runs);
 	else
-		result("PASS", "traffic", "200 messages over 4 QPs into 32 reposted WRs, in order per QP");
+		result("PASS", name, "%d run(s): 200 messages over 4 QPs into 32 reposted WRs, in order per QP", runs);
 }
 
 // wait_recvs: n receive completions (checked) into seen[wr_id].
@@ -561,6 +667,7 @@ static void case_plain_destroy_rnr(void)
 		struct ibv_qp_attr ea = {.qp_state = IBV_QPS_ERR};
 		if (ibv_modify_qp(rq[0], &ea, IBV_QP_STATE))
 			bad("modify_qp ERR: %s", strerror(errno));
+		uint32_t qpn0 = rq[0]->qp_num, nflush = 0, nother = 0, other = 0;
 		ibv_destroy_qp(rq[0]);
 		rq[0] = NULL;
 		ibv_destroy_qp(sq[0]);
@@ -576,8 +683,13 @@ static void case_plain_destroy_rnr(void)
 			struct ibv_wc wc;
 			if (ibv_poll_cq(A.cq, 1, &wc) != 1)
 				continue;
-			if (wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id < 10)
+			if (wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id < 10) {
+				// polled after QP 0's destroy_qp: what qp_num does the kernel give?
+				nflush++;
+				if (wc.qp_num != qpn0)
+					nother++, other = wc.qp_num;
 				continue;
+			}
 			if (check_recv(&wc) >= 0)
 				got++;
 		}
@@ -596,6 +708,8 @@ static void case_plain_destroy_rnr(void)
 		}
 		if (!why[0] && got < 20)
 			bad("%d of 20 messages in %d s", got, WAIT_S);
+		printf("# plain_destroy_rnr: %u flushes of QP 0 (qp_num %#x) polled after its destroy_qp, %u of them with "
+		       "another qp_num (%#x)\n", nflush, qpn0, nother, other);
 		(void)seen;
 		while (!why[0] && inflight && now() < deadline)
 			reap_sends();
@@ -636,6 +750,7 @@ int main(int argc, char **argv)
 		       da_attr.max_srq_sge);
 	struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
 	case_plain_destroy_rnr();
+	case_traffic_runs("plain_traffic", 1);
 	step("probe create_srq");
 	struct ibv_srq *probe = ibv_create_srq(A.pd, &sa);
 	if (!probe) {
@@ -649,7 +764,7 @@ int main(int argc, char **argv)
 	step("probe destroy_srq");
 	ibv_destroy_srq(probe);
 	printf("@@SRQ create_srq=ok\n");
-	case_traffic();
+	case_traffic_runs("traffic", 0);
 	case_burst_rnr();
 	case_limit_event();
 	case_destroy_qp();

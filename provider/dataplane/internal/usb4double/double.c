@@ -1231,6 +1231,21 @@ int dbl_destroy_qp(struct dbl *d, uint32_t h)
 		for (int i = 0; i < DBL_MAX_QP; i++)
 			if (d->qp[i].used && d->qp[i].peer == (int)h)
 				d->qp[i].peer = -1;
+		/* The module's CQEs point at the ib_qp, which the core frees
+		 * after destroy_qp; the uverbs poll copies wc->qp->qp_num
+		 * from it (hellas-main:kernel/ibdev.c:7169). With
+		 * freed_qp_num set, the unpolled CQEs of this QP in the
+		 * private rings read that instead of the QP's number. */
+		if (d->freed_qp_num_on) {
+			for (int c = 0; c < DBL_MAX_CQ; c++) {
+				struct dbl_cq *cq = &d->cq[c];
+				if (!cq->used || cq->shm_mode)
+					continue;
+				for (uint32_t i = cq->ph; i != cq->pt; i++)
+					if (cq->priv[i % cq->cqe].qp_num == qp->qpn)
+						cq->priv[i % cq->cqe].qp_num = d->freed_qp_num;
+			}
+		}
 		qp->used = 0;
 	}
 	pthread_mutex_unlock(&d->mu);
@@ -1295,6 +1310,14 @@ void dbl_set_rq_depth(struct dbl *d, uint32_t h, uint32_t depth)
 	pthread_mutex_lock(&d->mu);
 	if (h < DBL_MAX_QP && depth <= DBL_RQ_DEPTH)
 		d->qp[h].rq_depth = depth;
+	pthread_mutex_unlock(&d->mu);
+}
+
+void dbl_set_freed_qp_num(struct dbl *d, int on, uint32_t qpn)
+{
+	pthread_mutex_lock(&d->mu);
+	d->freed_qp_num_on = on;
+	d->freed_qp_num = qpn;
 	pthread_mutex_unlock(&d->mu);
 }
 

@@ -67,6 +67,8 @@ struct dbl_parked {
 struct dbl {
 	pthread_mutex_t mu;
 	int rnr_wait; /* an empty RQ parks the message until a receive comes (rnr_retry 7) */
+	int freed_qp_num_on;   /* DESTROY_QP: the QP's unpolled CQEs read freed_qp_num */
+	uint32_t freed_qp_num; /* (the module's poll reads qp_num from the freed QP) */
 	struct dbl_parked park[DBL_MAX_PARK];
 	uint32_t park_head, npark;
 	uint64_t rnr_naks; /* messages that met an empty RQ and waited */
@@ -132,6 +134,9 @@ void dbl_set_rq_depth(struct dbl *d, uint32_t h, uint32_t depth);
 /* on: a message that meets an empty RQ waits for the next receive, as the
  * module's sender does with rnr_retry 7; off: RNR_RETRY_EXC_ERR at once. */
 void dbl_set_rnr_wait(struct dbl *d, int on);
+/* on: DESTROY_QP leaves its unpolled CQEs (kernel-command rings) with qp_num
+ * qpn, as the module's poll reads the number from the freed QP. */
+void dbl_set_freed_qp_num(struct dbl *d, int on, uint32_t qpn);
 /* modify_qp to ERR: the RQ's WRs flushed into the receive CQ. */
 int dbl_qp_error(struct dbl *d, uint32_t h);
 void dbl_qp_counts(struct dbl *d, uint32_t h, uint64_t *posted, uint64_t *delivered, uint64_t *flushed, uint32_t *held);

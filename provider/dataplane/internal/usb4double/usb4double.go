@@ -234,6 +234,15 @@ func (d *Double) SetRQDepth(h, depth uint32) {
 // the sender completes with RNR_RETRY_EXC_ERR at once.
 func (d *Double) SetRNRWait(on bool) { C.dbl_set_rnr_wait(d.d, cbool(on)) }
 
+// SetFreedQPNum on: DESTROY_QP leaves the QP's completions not yet polled
+// (kernel-command polling) with qp_num qpn. The module's CQEs point at the
+// ib_qp, which the core frees after destroy_qp, and the uverbs poll copies
+// the number from there (hellas-main:kernel/ibdev.c:7169,
+// pleite-gda-8099446:kernel/ibdev.c:9178): whatever the freed memory holds.
+func (d *Double) SetFreedQPNum(on bool, qpn uint32) {
+	C.dbl_set_freed_qp_num(d.d, cbool(on), C.uint32_t(qpn))
+}
+
 // QPError moves QP handle h to ERR: its receive WRs are flushed into its
 // receive CQ with WR_FLUSH_ERR and later receives are refused (EINVAL).
 func (d *Double) QPError(h uint32) error {

@@ -129,6 +129,32 @@ if [ -x "$BIN/srq" ]; then
     else
       fail srq_provider/create_srq_ex "exit $RC: $(grep -v '^outcome' "$W/cqex_srq.out" | tail -n 3 | tr '\n' ' ')"
     fi
+    # UCX's rc_verbs, which makes an SRQ per interface, through the provider's SRQ: the
+    # consumer the emulation is for (the module's UCX runs are the usb4 bed's UCX boot, not
+    # in CI's tier). A short tag_bw as tests/stock/guest.sh runs it (ud_verbs for the
+    # wire-up: rxe has UD), both sides with the knob.
+    if command -v ucx_perftest > /dev/null; then
+      ucxenv="USB4VERBS_SRQ=provider UCX_TLS=rc_verbs,ud_verbs:aux UCX_UD_ETH_DGID_CHECK=n UCX_WARN_UNUSED_ENV_VARS=n"
+      # shellcheck disable=SC2086 # word lists
+      env $ucxenv UCX_NET_DEVICES="${USB4VERBS_DEV0:-rxe0}:1" timeout 120 ucx_perftest -p 13378 > "$W/ucx_srq.srv" 2>&1 &
+      usp=$!
+      n=0
+      # 13378 = 0x3442 in LISTEN (0A).
+      until grep -q ':3442 [0-9A-F:]* 0A' /proc/net/tcp /proc/net/tcp6 2> /dev/null || ! kill -0 $usp 2> /dev/null; do
+        n=$((n + 1)); [ $n -ge 300 ] && break; sleep 0.1
+      done
+      # shellcheck disable=SC2086
+      env $ucxenv UCX_NET_DEVICES="${USB4VERBS_DEV1:-rxe1}:1" timeout 120 ucx_perftest -p 13378 -t tag_bw -s 65536 \
+        -n 500 "$USB4VERBS_IP0" > "$W/ucx_srq.cli" 2>&1
+      ucrc=$?
+      wait $usp
+      usrc=$?
+      if [ $ucrc = 0 ] && [ $usrc = 0 ] && grep -q 'Final:' "$W/ucx_srq.cli"; then
+        pass srq_provider/ucx_perftest_tag_bw_rc_verbs "$(grep 'Final:' "$W/ucx_srq.cli" | tail -n 1 | tr -s ' ')"
+      else
+        fail srq_provider/ucx_perftest_tag_bw_rc_verbs "client exit $ucrc, server exit $usrc: $(tail -n 3 "$W/ucx_srq.srv" "$W/ucx_srq.cli" | tr '\n' ' ')"
+      fi
+    fi
     # The families (children and grandchildren with SRQs of their own, ~25 s) with TEST_FULL=1.
     prog fork_srq_provider 300 env REL_PROG=fork_srq_provider FORK_SRQ_ONLY=1 FORK_SRQ_FAMILIES="${TEST_FULL:-0}" \
       USB4VERBS_SRQ=provider "$BIN/fork"

@@ -193,9 +193,9 @@ usb4_plan() {
   fi
   # The UCX plan: ucx_perftest and the matching perftest rows (ucx_conf) through ours and
   # the module's C provider, on a userland whose UCX takes TCP as its auxiliary transport.
-  local userland=${USERLAND:-bookworm} debs="perftest strace"
+  local userland=${USERLAND:-bookworm} debs="perftest strace" timeout=2100
   if [[ $PLAN == ucx ]]; then
-    trees=${BENCH_UCX_TREES:-hellas-main} name=ucx userland=${BENCH_UCX_USERLAND:-trixie} debs="perftest ucx-utils"
+    trees=${BENCH_UCX_TREES:-hellas-main} name=ucx userland=${BENCH_UCX_USERLAND:-trixie} debs="perftest ucx-utils" timeout=3600
     cp tests/bench/guest-ucx.sh "$files/"
   fi
   for tree in $trees; do
@@ -238,7 +238,7 @@ usb4_plan() {
     rc=0
     USB4_TREE=$tree USB4_MODULE_SRC=$src USB4_PROVIDER_SO=$provider USERLAND=$userland \
       VM_EXTRA_DEBS="$debs ${VM_EXTRA_DEBS:-}" VM_FILES=$files \
-      VM_GUEST_SCRIPT=$script VM_TIMEOUT=${VM_TIMEOUT:-2100} \
+      VM_GUEST_SCRIPT=$script VM_TIMEOUT=${VM_TIMEOUT:-$timeout} \
       tests/vm/run.sh > "$raw" || rc=$?
     kill "$sampler" 2>/dev/null || true
     {
@@ -254,7 +254,7 @@ usb4_plan() {
 # lat and bw, perftest narrowed to the rows its UCX cases sit beside (ib_send_lat at the
 # tag_lat sizes, ib_send_bw and ib_write_bw at the bandwidth sizes, 1 QP, no rate).
 ucx_conf() {
-  local lat=${BENCH_UCX_LAT_SIZES:-2 8192} bw=${BENCH_UCX_BW_SIZES:-64 4096 65536}
+  local lat=${BENCH_UCX_LAT_SIZES:-2 8192} bw=${BENCH_UCX_BW_SIZES:-64 65536}
   echo "BENCH_UCX_LAT_SIZES=\"$lat\""
   echo "BENCH_UCX_BW_SIZES=\"$bw\""
   echo "BENCH_UCX_AM_SIZES=\"${BENCH_UCX_AM_SIZES:-64 4096}\""
@@ -265,6 +265,9 @@ ucx_conf() {
   echo "BENCH_BW_SIZES=\"$bw\""
   echo 'BENCH_BW_QPS="1"'
   echo 'BENCH_RATE_TOOLS=""'
+  # Each ucx_perftest run takes 10-40 s under TCG on a loaded host (process start and
+  # wire-up): a deadline after which no case starts, inside the boot's VM_TIMEOUT.
+  echo "BENCH_DEADLINE_S=${BENCH_UCX_DEADLINE_S:-2700}"
 }
 
 # 3b'. The UCX plan on rxe: ucx_perftest and the matching perftest rows through ours and
@@ -289,7 +292,7 @@ ucx_rxe() {
   log "VM boot (ucx plan, rxe, $REPS reps); serial log under build/vm/"
   t0=$(date +%s)
   VM_EXTRA_DEBS="perftest ucx-utils ${VM_EXTRA_DEBS:-}" VM_FILES=$files VM_GUEST_SCRIPT=$REPO/tests/bench/guest.sh \
-    VM_TIMEOUT=${VM_TIMEOUT:-1800} tests/vm/run.sh > "$raw" || rc=$?
+    VM_TIMEOUT=${VM_TIMEOUT:-3300} tests/vm/run.sh > "$raw" || rc=$?
   echo "@@BENCHINFO what=host boot_s=$(($(date +%s) - t0)) vm_rc=$rc nproc=$(nproc) date=$(date -u +%FT%TZ) git=$commit plan=ucx tree=rxe" >> "$raw"
   log "ucx rxe: $(grep -c '^@@BENCH ' "$raw") samples, $(grep -c '^@@BENCHFAIL' "$raw" || true) failures, $(($(date +%s) - t0)) s"
   cp "$raw" "$RUN_RESULTS/ucx-rxe.log"

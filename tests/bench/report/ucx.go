@@ -169,6 +169,9 @@ func writeUCX(p func(string, ...any), runs []UCXRun, notes string) {
 				s = "UCX " + m["ucx"] + " not run: " + m["why"]
 			default:
 				s = fmt.Sprintf("side %s: UCX %s, `rc_verbs` on the server's device listed by `ucx_info -d`: %s", m["side"], m["ucx"], orDash(m["rc_verbs_on_dev0"]))
+				if e := strings.TrimSpace(m["ucx_info_errors"]); e != "" {
+					s += " (it printed `" + e + "`)"
+				}
 				if m["ucp_env"] != "" && !seen["env"] {
 					seen["env"] = true
 					infos = append(infos, fmt.Sprintf("UCP settings `%s`, wire-up device %s; UCT settings `%s`",

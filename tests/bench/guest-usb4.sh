@@ -159,7 +159,7 @@ step() {
 
 over_time() {
   [ "$(elapsed)" -lt "$DEADLINE_S" ] && return 1
-  echo "@@BENCHINFO truncated=1 at=$* elapsed_s=$(elapsed)"
+  echo "@@BENCHINFO truncated=1 at=\"$*\" elapsed_s=$(elapsed)"
   return 0
 }
 
@@ -226,7 +226,7 @@ perf() {
   # samples were disturbed (preempted) gives 0 MHz, which it prints as an inf latency
   # (linux-rdma/perftest:src/get_clock.c sample_get_cpu_mhz, r^2 < 0.9).
   grep -h 'Correlation coefficient' "$WORK/cli.log" "$WORK/srv.log" 2>/dev/null | head -n 1 |
-    sed "s/^/@@BENCHINFO calibration=failed mode=$MODE $tag: /"
+    tr -d '"' | sed "s/^/@@BENCHINFO calibration=failed mode=$MODE $tag text=\"/; s/\$/\"/"
 }
 
 case_reps() {

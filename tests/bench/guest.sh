@@ -193,7 +193,7 @@ step() {
 
 over_time() {
   [ "$(elapsed)" -lt "$DEADLINE_S" ] && return 1
-  echo "@@BENCHINFO truncated=1 at=$* elapsed_s=$(elapsed)"
+  echo "@@BENCHINFO truncated=1 at=\"$*\" elapsed_s=$(elapsed)"
   return 0
 }
 

@@ -243,9 +243,19 @@ func writeUCXFailures(p func(string, ...any), run *Run) {
 		p("- side %s, %s, rep %s: %s (exit %s)%s\n", e.Fields["side"], caseName(k), e.Fields["rep"], e.Fields["why"],
 			orDash(e.Fields["rc"]), detail(e.Detail))
 	}
+	// Skips per side and tool: a side is not run again for a test it failed twice.
+	type sk struct{ side, tool, why string }
+	var order []sk
+	n := map[sk]int{}
 	for _, e := range run.Skips {
-		k := Key{Tool: e.Fields["tool"], Size: atoiOr(e.Fields["size"], 0), QPs: atoiOr(e.Fields["qps"], 1), PL: 1}
-		p("- side %s, %s, rep %s: skipped (%s)\n", e.Fields["side"], caseName(k), e.Fields["rep"], e.Fields["why"])
+		k := sk{e.Fields["side"], e.Fields["tool"], e.Fields["why"]}
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		n[k]++
+	}
+	for _, k := range order {
+		p("- side %s, %s: %d run(s) skipped (%s)\n", k.side, k.tool, n[k], k.why)
 	}
 	p("\n")
 }

@@ -147,7 +147,7 @@ ucx_run() {
 
 # ucx_step: the UCX cases through every side of the caller's rotation.
 ucx_step() {
-  local rep s t sz sizes ver dev_env probe errs
+  local rep s t sz sizes ver dev_env probe errs how
   if ! command -v ucx_perftest > /dev/null; then
     echo "@@BENCHINFO what=ucx ucx=absent why=no-ucx_perftest-in-this-image"
     return
@@ -165,24 +165,45 @@ ucx_step() {
       echo "@@BENCHINFO what=ucx ucx=$ver skipped=1 why=\"UCX $ver takes no TCP auxiliary transport (1.16+), and the module has no UD: UCX cannot run on this userland\""
       return
     fi
-    UCX_UCP_ENV="UCX_TLS=rc_verbs,tcp:aux UCX_RC_VERBS_TX_MIN_SGE=4 UCX_WARN_UNUSED_ENV_VARS=n"
-    UCX_UCT_ENV="UCX_RC_VERBS_TX_MIN_SGE=4 UCX_WARN_UNUSED_ENV_VARS=n"
+    # UCX_IB_GPU_DIRECT_RDMA=no: UCX 1.18 probes ibv_reg_dmabuf_mr when it opens the device
+    # (openucx/ucx:src/uct/ib/base/ib_md.c:1306 at v1.18.1, uct_ib_md_check_dmabuf), and the
+    # module's C provider as tests/bench/upstream-provider.sh builds it (for rdma-core 44)
+    # calls libibverbs' ibv_cmd_reg_dmabuf_mr without the driver-buffer argument rdma-core
+    # added in 4c461218d (v55; PABI still 34), so on this userland's rdma-core 56.1 it crashes
+    # there (the module's patch picks the form by the version it is built for,
+    # hellas-main:packaging/rdma-core-patches/0001-providers-usb4_rdma-add-USB4-soft-RDMA-provider.patch:36-38).
+    # Host memory needs no GPU direct; both sides run with it off, and the step records what
+    # ucx_info says with UCX's default too.
+    UCX_UCP_ENV="UCX_TLS=rc_verbs,tcp:aux UCX_RC_VERBS_TX_MIN_SGE=4 UCX_IB_GPU_DIRECT_RDMA=no UCX_WARN_UNUSED_ENV_VARS=n"
+    UCX_UCT_ENV="UCX_RC_VERBS_TX_MIN_SGE=4 UCX_IB_GPU_DIRECT_RDMA=no UCX_WARN_UNUSED_ENV_VARS=n"
     UCX_AUX_DEV=",$ifc"
   else
     UCX_UCP_ENV="UCX_TLS=rc_verbs,ud_verbs:aux UCX_UD_ETH_DGID_CHECK=n UCX_WARN_UNUSED_ENV_VARS=n"
     UCX_UCT_ENV="UCX_WARN_UNUSED_ENV_VARS=n"
     UCX_AUX_DEV=
   fi
-  # Which sides list rc_verbs on DEV0 (ucx_info through the side's provider).
+  # Which sides list rc_verbs on DEV0 (ucx_info through the side's provider, with the
+  # step's UCT settings; on the bed also with UCX's defaults: default_*).
   for s in $(sides_for 1); do
     dev_env=$(side_env "$s")
-    # shellcheck disable=SC2086
-    env $dev_env ucx_info -d > "$WORK/ucxinfo.$s" 2>&1
-    probe=$(grep -B1 "Device: $DEV0:1" "$WORK/ucxinfo.$s" | grep -c 'Transport: rc_verbs')
-    # What ucx_info said against the device, where rc_verbs is missing (no quotes: a field).
-    errs=""
-    [ "$probe" = 0 ] && errs=$(grep -iE 'srq|fail|error|unsupported|not supported' "$WORK/ucxinfo.$s" | head -n 3 | tr -d '"' | tr -s ' \n' '  ')
-    echo "@@BENCHINFO what=ucx side=$s ucx=$ver rc_verbs_on_dev0=$probe ucp_env=\"$UCX_UCP_ENV\" uct_env=\"$UCX_UCT_ENV\" aux_dev=\"${UCX_AUX_DEV#,}\" mpi=\"$UCX_MPI\" ucx_info_errors=\"$errs\""
+    set -- ""
+    [ -n "${USB4VERBS_BACKEND_TREE:-}" ] && set -- "" default_
+    for how in "$@"; do
+      if [ -z "$how" ]; then
+        # shellcheck disable=SC2086
+        env $dev_env $UCX_UCT_ENV ucx_info -d > "$WORK/ucxinfo.$s" 2>&1
+      else
+        # shellcheck disable=SC2086
+        env $dev_env ucx_info -d > "$WORK/ucxinfo.$s" 2>&1
+      fi
+      probe=$(grep -B1 "Device: $DEV0:1" "$WORK/ucxinfo.$s" | grep -c 'Transport: rc_verbs')
+      # What ucx_info said, where rc_verbs is missing (no quotes: a field): its errors, a
+      # crash's signal line and first frames.
+      errs=""
+      [ "$probe" = 0 ] && errs=$( { grep -iE 'srq|fail|unsupported|not supported|caught signal' "$WORK/ucxinfo.$s" | grep -v 'error handling'
+        ucx_errors x "$WORK/ucxinfo.$s" | grep ': at ' | sed 's/^# x: //'; } | head -n 4 | tr -d '"' | tr -s ' \n' '  ')
+      echo "@@BENCHINFO what=ucx side=$s ucx=$ver ${how}rc_verbs_on_dev0=$probe ${how}ucx_info_errors=\"$errs\" ucp_env=\"$UCX_UCP_ENV\" uct_env=\"$UCX_UCT_ENV\" aux_dev=\"${UCX_AUX_DEV#,}\" mpi=\"$UCX_MPI\""
+    done
   done
   for t in $UCX_TESTS; do
     case $t in

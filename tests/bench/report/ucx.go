@@ -167,6 +167,11 @@ func writeUCX(p func(string, ...any), runs []UCXRun, notes string) {
 				s = "no ucx_perftest in the image"
 			case m["skipped"] == "1":
 				s = "UCX " + m["ucx"] + " not run: " + m["why"]
+			case m["default_rc_verbs_on_dev0"] != "":
+				s = fmt.Sprintf("side %s with UCX's default settings: `rc_verbs` listed by `ucx_info -d`: %s", m["side"], m["default_rc_verbs_on_dev0"])
+				if e := strings.TrimSpace(m["default_ucx_info_errors"]); e != "" {
+					s += " (it printed `" + e + "`)"
+				}
 			default:
 				s = fmt.Sprintf("side %s: UCX %s, `rc_verbs` on the server's device listed by `ucx_info -d`: %s", m["side"], m["ucx"], orDash(m["rc_verbs_on_dev0"]))
 				if e := strings.TrimSpace(m["ucx_info_errors"]); e != "" {

@@ -16,6 +16,7 @@ func TestUCXTable(t *testing.T) {
 		"@@BENCHINFO mode=usb4 reps=2 tree=hellas-main kernel=7.2.12+deb13-amd64 userland=trixie nproc=2 sides=\"up ours\"",
 		"@@BENCHINFO what=ucx side=ours ucx=1.18.1 rc_verbs_on_dev0=1 ucp_env=\"UCX_TLS=rc_verbs,tcp:aux\" uct_env=\"UCX_RC_VERBS_TX_MIN_SGE=4\" aux_dev=\"tbv0\" mpi=\"-P 0\"",
 		"@@BENCHINFO what=ucx side=up ucx=1.18.1 rc_verbs_on_dev0=0 ucp_env=\"UCX_TLS=rc_verbs,tcp:aux\" uct_env=\"UCX_RC_VERBS_TX_MIN_SGE=4\" aux_dev=\"tbv0\" mpi=\"-P 0\"",
+		"@@BENCHINFO what=ucx side=up ucx=1.18.1 default_rc_verbs_on_dev0=0 default_ucx_info_errors=\"Caught signal 11 (Segmentation fault) libibverbs.so.1(ibv_reg_dmabuf_mr+0x1e)\" ucp_env=\"UCX_TLS=rc_verbs,tcp:aux\"",
 		"@@BENCH mode=usb4 side=ours tool=ucx_tag_lat size=2 qps=1 pl=1 rep=1 loaded=ours metric=t_typical_us value=6000",
 		"@@BENCH mode=usb4 side=ours tool=ucx_tag_lat size=2 qps=1 pl=1 rep=2 loaded=ours metric=t_typical_us value=8000",
 		"@@BENCH mode=usb4 side=ours tool=ucx_tag_lat size=2 qps=1 pl=1 rep=1 loaded=ours metric=t_avg_us value=9000",
@@ -61,6 +62,7 @@ func TestUCXTable(t *testing.T) {
 		"| put_bw | 64 KiB | 30.0 (30.0–30.0) | cannot: ucx-client-exit, exit 1: `cli: uct_iface_open(rc_verbs) failed: Input/output error` | – | ib_write_bw | 60.0 (60.0–60.0) | 50.0 (50.0–50.0) | 1.20 | 0.50 | – |",
 		"side up: UCX 1.18.1, `rc_verbs` on the server's device listed by `ucx_info -d`: 0",
 		"- side up, ucx_tag_lat: 1 run(s) skipped (failed-2-times)",
+		"side up with UCX's default settings: `rc_verbs` listed by `ucx_info -d`: 0 (it printed `Caught signal 11 (Segmentation fault) libibverbs.so.1(ibv_reg_dmabuf_mr+0x1e)`)",
 	} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("missing %q in:\n%s", want, doc)

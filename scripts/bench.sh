@@ -262,7 +262,8 @@ ucx_conf() {
   echo 'BENCH_LAT_TOOLS="ib_send_lat"'
   echo "BENCH_LAT_SIZES=\"$lat\""
   echo 'BENCH_BW_TOOLS="ib_send_bw ib_write_bw"'
-  echo "BENCH_BW_SIZES=\"$bw\""
+  # perftest's send bandwidth also at the am_bw sizes, so each UCX row has one beside it.
+  echo "BENCH_BW_SIZES=\"$(echo "$bw ${BENCH_UCX_AM_SIZES:-64 4096}" | tr ' ' '\n' | sort -nu | tr '\n' ' ' | sed 's/ $//')\""
   echo 'BENCH_BW_QPS="1"'
   echo 'BENCH_RATE_TOOLS=""'
   # Each ucx_perftest run takes 10-40 s under TCG on a loaded host (process start and
@@ -290,10 +291,18 @@ ucx_rxe() {
   } > "$files/bench.conf"
   commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
   log "VM boot (ucx plan, rxe, $REPS reps); serial log under build/vm/"
+  local loads=$OUT/hostload-ucx-rxe.txt sampler
+  : > "$loads"
+  (while :; do echo "$(date +%s) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$loads"; sleep 20; done) &
+  sampler=$!
   t0=$(date +%s)
   VM_EXTRA_DEBS="perftest ucx-utils ${VM_EXTRA_DEBS:-}" VM_FILES=$files VM_GUEST_SCRIPT=$REPO/tests/bench/guest.sh \
     VM_TIMEOUT=${VM_TIMEOUT:-3300} tests/vm/run.sh > "$raw" || rc=$?
-  echo "@@BENCHINFO what=host boot_s=$(($(date +%s) - t0)) vm_rc=$rc nproc=$(nproc) date=$(date -u +%FT%TZ) git=$commit plan=ucx tree=rxe" >> "$raw"
+  kill "$sampler" 2>/dev/null || true
+  {
+    echo "@@BENCHINFO what=host boot_s=$(($(date +%s) - t0)) vm_rc=$rc nproc=$(nproc) date=$(date -u +%FT%TZ) git=$commit plan=ucx tree=rxe"
+    awk '{ printf "@@BENCHINFO what=hostload t=%s load1=%s load5=%s load15=%s\n", $1, $2, $3, $4 }' "$loads"
+  } >> "$raw"
   log "ucx rxe: $(grep -c '^@@BENCH ' "$raw") samples, $(grep -c '^@@BENCHFAIL' "$raw" || true) failures, $(($(date +%s) - t0)) s"
   cp "$raw" "$RUN_RESULTS/ucx-rxe.log"
 }

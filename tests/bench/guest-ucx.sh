@@ -62,8 +62,14 @@ ucx_errors() {
       grep -vE 'ucs_handle_error|ucs_debug|ucs_error_signal|signal_handler|__libc|libc\.so|_start' |
       sed 's/^ *[0-9]* *//; s/ \[0x[0-9a-f]*\]$//; s|^.*/||' | head -n 4 | sed "s/^/# $1: at /"
   elif grep -qiE 'error|fail|fatal|unsupported|no such|signal|segmentation|assert|cannot|could not|unable' "$2"; then
-    grep -iE 'error|fail|fatal|unsupported|no such|signal|segmentation|assert|cannot|could not|unable' "$2" |
-      grep -v '^ *[0-9]* *0x' | head -n 4 | sed "s/^/# $1: /"
+    # rc_verbs' own complaints first (its SRQ, its interface), then the rest; not the
+    # ud_verbs interface that Open MPI's pml_ucx opens at MPI_Init in an MPI-linked
+    # ucx_perftest (the module has no UD: that one fails through either provider).
+    {
+      grep -iE 'srq|rc_verbs' "$2" | grep -iE 'error|fail|unsupported'
+      grep -iE 'error|fail|fatal|unsupported|no such|signal|segmentation|assert|cannot|could not|unable' "$2" |
+        grep -viE 'srq|rc_verbs|ud_verbs|UD QP|pml_ucx'
+    } | grep -v '^ *[0-9]* *0x' | head -n 4 | sed "s/^/# $1: /"
   else
     tail -n 3 "$2" | sed "s/^/# $1: /"
   fi
@@ -200,7 +206,8 @@ ucx_step() {
       # What ucx_info said, where rc_verbs is missing (no quotes: a field): its errors, a
       # crash's signal line and first frames.
       errs=""
-      [ "$probe" = 0 ] && errs=$( { grep -iE 'srq|fail|unsupported|not supported|caught signal' "$WORK/ucxinfo.$s" | grep -v 'error handling'
+      [ "$probe" = 0 ] && errs=$( { grep -iE 'srq|rc_verbs|caught signal' "$WORK/ucxinfo.$s" | grep -iE 'error|fail|unsupported|signal'
+        grep -iE 'fail|unsupported|not supported' "$WORK/ucxinfo.$s" | grep -viE 'error handling|srq|rc_verbs|UD QP|ud_verbs'
         ucx_errors x "$WORK/ucxinfo.$s" | grep ': at ' | sed 's/^# x: //'; } | head -n 4 | tr -d '"' | tr -s ' \n' '  ')
       echo "@@BENCHINFO what=ucx side=$s ucx=$ver ${how}rc_verbs_on_dev0=$probe ${how}ucx_info_errors=\"$errs\" ucp_env=\"$UCX_UCP_ENV\" uct_env=\"$UCX_UCT_ENV\" aux_dev=\"${UCX_AUX_DEV#,}\" mpi=\"$UCX_MPI\""
     done

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -67,8 +68,22 @@ func ucxBaseName(u UCXRun) string {
 	return "C provider"
 }
 
+// ucxLogPrefix is what UCX puts before a logged message: its time, host:pid and
+// source line, "UCX ERROR"; or the host:pid of a crash line.
+var ucxLogPrefix = regexp.MustCompile(`\[[0-9.]+\] +\[[^\]]*\] +\S+:[0-9]+ +UCX +[A-Z]+ +|\[\(none\):[0-9]+ :0:[0-9]+\] +`)
+
+// ucxClean is a line UCX printed without its log prefix, at most 200 characters.
+func ucxClean(line string) string {
+	line = strings.Join(strings.Fields(ucxLogPrefix.ReplaceAllString(line, "")), " ")
+	if len(line) > 200 {
+		line = line[:200] + "…"
+	}
+	return line
+}
+
 // ucxCannot is why side could not run tool in run: the first failure's reason
-// and the first line it printed, or "" when it never failed.
+// and the line that says most (UCP's "no usable transports", UCT's "Failed to
+// run test", else the first), or "" when it never failed.
 func ucxCannot(run *Run, side, tool string) string {
 	for _, e := range run.Fails {
 		if e.Fields["side"] != side || e.Fields["tool"] != tool {
@@ -79,7 +94,15 @@ func ucxCannot(run *Run, side, tool string) string {
 			why += ", exit " + rc
 		}
 		if len(e.Detail) > 0 {
-			why += ": `" + strings.ReplaceAll(strings.TrimSpace(e.Detail[0]), "|", "\\|") + "`"
+			best := e.Detail[0]
+			for _, want := range []string{"Failed to run test", "no usable transports", "Caught signal"} {
+				for _, d := range e.Detail {
+					if strings.Contains(d, want) {
+						best = d
+					}
+				}
+			}
+			why += ": `" + strings.ReplaceAll(ucxClean(best), "|", "\\|") + "`"
 		}
 		return why
 	}
@@ -135,7 +158,9 @@ func writeUCX(p func(string, ...any), runs []UCXRun, notes string) {
 	p("## UCX: ucx_perftest beside perftest (issue 35)\n\n")
 	p("`BENCH_PLAN=ucx`: one rxe boot (Debian 12, UCX 1.13: `UCX_TLS=rc_verbs,ud_verbs:aux`) and one usb4 bed boot per\n")
 	p("tree of `BENCH_UCX_TREES` (default hellas-main) on the userland of `BENCH_UCX_USERLAND` (default Debian 13, UCX\n")
-	p("1.18.1: `UCX_TLS=rc_verbs,tcp:aux`, `UCX_RC_VERBS_TX_MIN_SGE=4`, `UCX_NET_DEVICES=<dev>:1,<netdev of the IP>`;\n")
+	p("1.18.1: `UCX_TLS=rc_verbs,tcp:aux`, `UCX_RC_VERBS_TX_MIN_SGE=4`, `UCX_NET_DEVICES=<dev>:1,<netdev of the IP>`,\n")
+	p("`UCX_IB_GPU_DIRECT_RDMA=no`, without which the C provider, built for rdma-core 44, crashes in UCX's dma-buf probe on\n")
+	p("rdma-core 56.1: `tests/bench/guest-ucx.sh`;\n")
 	p("UCX before 1.16 takes no TCP auxiliary transport and the module has no UD, so Debian 12's UCX cannot run on\n")
 	p("the module: docs/srq.md). Each boot runs `tests/bench/guest-ucx.sh`, ucx_perftest over `rc_verbs` through ours\n")
 	p("and the baseline (librxe on rxe, the module's C provider on the bed), interleaved per repetition, and in the\n")
@@ -170,12 +195,12 @@ func writeUCX(p func(string, ...any), runs []UCXRun, notes string) {
 			case m["default_rc_verbs_on_dev0"] != "":
 				s = fmt.Sprintf("side %s with UCX's default settings: `rc_verbs` listed by `ucx_info -d`: %s", m["side"], m["default_rc_verbs_on_dev0"])
 				if e := strings.TrimSpace(m["default_ucx_info_errors"]); e != "" {
-					s += " (it printed `" + e + "`)"
+					s += " (it printed `" + ucxClean(e) + "`)"
 				}
 			default:
 				s = fmt.Sprintf("side %s: UCX %s, `rc_verbs` on the server's device listed by `ucx_info -d`: %s", m["side"], m["ucx"], orDash(m["rc_verbs_on_dev0"]))
 				if e := strings.TrimSpace(m["ucx_info_errors"]); e != "" {
-					s += " (it printed `" + e + "`)"
+					s += " (it printed `" + ucxClean(e) + "`)"
 				}
 				if m["ucp_env"] != "" && !seen["env"] {
 					seen["env"] = true
@@ -245,8 +270,16 @@ func writeUCXFailures(p func(string, ...any), run *Run) {
 	p("Failures (%d) and skips (%d):\n\n", len(run.Fails), len(run.Skips))
 	for _, e := range run.Fails {
 		k := Key{Tool: e.Fields["tool"], Size: atoiOr(e.Fields["size"], 0), QPs: atoiOr(e.Fields["qps"], 1), PL: 1}
+		var lines []string
+		seen := map[string]bool{}
+		for _, d := range e.Detail {
+			if c := ucxClean(d); !seen[c] {
+				seen[c] = true
+				lines = append(lines, strings.ReplaceAll(c, "|", "\\|"))
+			}
+		}
 		p("- side %s, %s, rep %s: %s (exit %s)%s\n", e.Fields["side"], caseName(k), e.Fields["rep"], e.Fields["why"],
-			orDash(e.Fields["rc"]), detail(e.Detail))
+			orDash(e.Fields["rc"]), detail(lines))
 	}
 	// Skips per side and tool: a side is not run again for a test it failed twice.
 	type sk struct{ side, tool, why string }

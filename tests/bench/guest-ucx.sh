@@ -14,9 +14,10 @@
 # (BENCH_UCX_TESTS picks among them). Lines as the caller's perftest ones:
 #   @@BENCH mode=M side=S tool=ucx_<test> size=B qps=1 pl=1 rep=R loaded=L metric=K value=V
 # with metric t_typical_us (UCX's 50th percentile), t_avg_us for the latency test and
-# bw_avg_mbps, msgrate_mpps for the others: the "average" columns of ucx_perftest's Final
-# row (UCX's latency of a ping-pong is half the round trip, as perftest's t_typical; the
-# bandwidth is its average message rate × the size in MB of 2^20 bytes, as perftest's MB). A side that cannot run a test prints @@BENCHFAIL with
+# bw_avg_mbps, msgrate_mpps for the others: the "overall" columns of ucx_perftest's Final
+# row, the whole run's (UCX's latency of a ping-pong is half the round trip, as perftest's
+# t_typical; the bandwidth is its message rate × the size in MB of 2^20 bytes, as
+# perftest's MB). A side that cannot run a test prints @@BENCHFAIL with
 # why=ucx-<what> and the lines of its output that say why, and after two failures of a
 # test that side is not run for it again (@@BENCHSKIP).
 #
@@ -133,20 +134,21 @@ ucx_run() {
     UCX_FAILS="$UCX_FAILS $side/$t"
     return
   fi
-  # Final: iters, latency 50%ile/average/overall (µs), bandwidth average/overall (MB/s),
-  # message rate average/overall (msg/s).
-  # The bandwidth is taken as the average message rate times the size: UCX prints MB/s
-  # with two decimals, which under TCG on the bed reads 0.00 for 64 B messages.
+  # Final: iters, latency 50th percentile/average/overall (µs), bandwidth average/overall
+  # (MB/s), message rate average/overall (msg/s); "average" is UCX's last report interval,
+  # which can be empty (-nan: seen for am_bw on the bed), "overall" the whole run.
+  # The bandwidth is the overall message rate times the size: UCX prints MB/s with two
+  # decimals, which under TCG on the bed reads 0.00 for 64 B messages.
   awk -v kind="$t" -v size="$size" -v pre="@@BENCH $tag loaded=$loaded" '
     $1 == "Final:" { row = $0 }
     END {
       split(row, f, " ")
       if (kind == "tag_lat") {
         printf "%s metric=t_typical_us value=%s\n", pre, f[3]
-        printf "%s metric=t_avg_us value=%s\n", pre, f[4]
+        printf "%s metric=t_avg_us value=%s\n", pre, f[5]
       } else {
-        printf "%s metric=bw_avg_mbps value=%.6f\n", pre, f[8] * size / 1048576
-        printf "%s metric=msgrate_mpps value=%.6f\n", pre, f[8] / 1e6
+        printf "%s metric=bw_avg_mbps value=%.6f\n", pre, f[9] * size / 1048576
+        printf "%s metric=msgrate_mpps value=%.6f\n", pre, f[9] / 1e6
       }
     }' "$WORK/ucxcli.log"
 }

@@ -55,9 +55,9 @@ var ucxPairs = []struct {
 	test, what, metric, perf string
 }{
 	{"ucx_tag_lat", "UCP tag-matched ping-pong (`-t tag_lat`), one-way latency, 50th percentile", "t_typical_us", "ib_send_lat"},
-	{"ucx_tag_bw", "UCP tag-matched stream (`-t tag_bw`), average bandwidth", "bw_avg_mbps", "ib_send_bw"},
-	{"ucx_put_bw", "UCT RDMA WRITE, zero-copy (`-x rc_verbs -t put_bw -D zcopy`), average bandwidth", "bw_avg_mbps", "ib_write_bw"},
-	{"ucx_am_bw", "UCT active message, copy-out (`-x rc_verbs -t am_bw -D bcopy`), average bandwidth", "bw_avg_mbps", "ib_send_bw"},
+	{"ucx_tag_bw", "UCP tag-matched stream (`-t tag_bw`), bandwidth over the run", "bw_avg_mbps", "ib_send_bw"},
+	{"ucx_put_bw", "UCT RDMA WRITE, zero-copy (`-x rc_verbs -t put_bw -D zcopy`), bandwidth over the run", "bw_avg_mbps", "ib_write_bw"},
+	{"ucx_am_bw", "UCT active message, copy-out (`-x rc_verbs -t am_bw -D bcopy`), bandwidth over the run", "bw_avg_mbps", "ib_send_bw"},
 }
 
 // ucxBaseName names the baseline side of a UCX run.
@@ -166,8 +166,8 @@ func writeUCX(p func(string, ...any), runs []UCXRun, notes string) {
 	p("and the baseline (librxe on rxe, the module's C provider on the bed), interleaved per repetition, and in the\n")
 	p("same boot, same userland, the perftest rows beside them (ib_send_lat, ib_send_bw, ib_write_bw at the same\n")
 	p("sizes, 1 QP; on the bed with `-u 20`). UCX's figures are those of its `Final:` row: the 50th percentile of a\n")
-	p("ping-pong's one-way latency (half the round trip, as perftest's t_typical) and the average bandwidth\n")
-	p("(MB = 2^20 bytes in both tools). *UCX / perftest* is UCX's figure over perftest's for the same provider and\n")
+	p("ping-pong's one-way latency (half the round trip, as perftest's t_typical) and the bandwidth over the\n")
+	p("whole run, its message rate × the size (MB = 2^20 bytes in both tools). *UCX / perftest* is UCX's figure over perftest's for the same provider and\n")
 	p("size: what UCX's protocol costs (latency above 1, bandwidth below 1) over the raw verbs. Printed numbers and\n")
 	p("ratios, no target. UCT tests on UCX 1.13 (rxe) run both ends on the client's device (1.13's server takes\n")
 	p("`-d` from the client), so they do not cross the veth as perftest does; on UCX 1.18 each end has its own.\n")

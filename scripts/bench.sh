@@ -18,6 +18,12 @@
 # test; build/libusb4_rdma.so), VM_TIMEOUT (1800).
 # BENCH_PLAN=usb4: the usb4 plan only (below); the full plan runs it after the rxe one
 # when the module source is there.
+# BENCH_PLAN=ucx (issue 35): ucx_perftest over rc_verbs beside the matching perftest rows,
+# same boot (tests/bench/guest-ucx.sh): one rxe boot (ours and librxe, Debian 12's UCX 1.13)
+# and one bed boot per tree of BENCH_UCX_TREES (hellas-main) on BENCH_UCX_USERLAND (trixie:
+# UCX 1.18.1; before 1.16 UCX cannot run on the module), ours and the module's C provider;
+# build/bench/results/ucx-rxe.log and ucx-<tree>.log. BENCH_UCX_RXE=0 / BENCH_UCX_USB4=0
+# leave a part out.
 #
 # The usb4 plan: per tree of BENCH_USB4_TREES (hellas-main: kernel commands; pleite-gda:
 # also ours with its own DV send queues) one boot of the usb4 bed (USB4_TREE=<tree> tests/vm/run.sh) running
@@ -50,7 +56,7 @@ if [[ ${1:-} == docs ]]; then
   exit 0
 fi
 case $MODE in aa | ab) ;; *) echo "bench: BENCH_MODE must be aa or ab, not $MODE" >&2; exit 2 ;; esac
-case $PLAN in full | quick | micro | usb4 | control) ;; *) echo "bench: BENCH_PLAN must be full, quick, micro, usb4 or control, not $PLAN" >&2; exit 2 ;; esac
+case $PLAN in full | quick | micro | usb4 | control | ucx) ;; *) echo "bench: BENCH_PLAN must be full, quick, micro, usb4, control or ucx, not $PLAN" >&2; exit 2 ;; esac
 mkdir -p "$OUT" "$RUN_RESULTS"
 
 # The micro benchmark is built on the host against Debian 12's libibverbs (the
@@ -62,8 +68,8 @@ fi
 
 # 1. Go host micro-benchmarks of the data path, if the package has them.
 HOST_OUT=$RUN_RESULTS/host.txt
-if [[ ${BENCH_SKIP_HOST:-0} == 1 || $PLAN == usb4 || $PLAN == control ]]; then
-  log "BENCH_SKIP_HOST=1 or plan usb4/control: host micro-benchmarks not run"
+if [[ ${BENCH_SKIP_HOST:-0} == 1 || $PLAN == usb4 || $PLAN == control || $PLAN == ucx ]]; then
+  log "BENCH_SKIP_HOST=1 or plan usb4/control/ucx: host micro-benchmarks not run"
 elif compgen -G "provider/dataplane/*_test.go" >/dev/null \
   && grep -qs '^func Benchmark' provider/dataplane/*_test.go; then
   log "go test -bench . ./provider/dataplane/..."
@@ -89,7 +95,7 @@ ctrl_files() {
   fi
 }
 
-if [[ ${BENCH_SKIP_VM:-0} != 1 && $PLAN != usb4 && $PLAN != control ]]; then
+if [[ ${BENCH_SKIP_VM:-0} != 1 && $PLAN != usb4 && $PLAN != control && $PLAN != ucx ]]; then
   # 2. What the guest gets under /opt/usb4verbs.
   FILES=$OUT/files
   rm -rf "$FILES"; mkdir -p "$FILES"
@@ -185,10 +191,21 @@ usb4_plan() {
   if [[ $PLAN == control ]]; then
     trees=${BENCH_USB4_TREES:-hellas-main} name=control
   fi
+  # The UCX plan: ucx_perftest and the matching perftest rows (ucx_conf) through ours and
+  # the module's C provider, on a userland whose UCX takes TCP as its auxiliary transport.
+  local userland=${USERLAND:-bookworm} debs="perftest strace" timeout=2100
+  if [[ $PLAN == ucx ]]; then
+    trees=${BENCH_UCX_TREES:-hellas-main} name=ucx userland=${BENCH_UCX_USERLAND:-trixie} debs="perftest ucx-utils" timeout=3600
+    cp tests/bench/guest-ucx.sh "$files/"
+  fi
   for tree in $trees; do
     {
       echo "BENCH_REPS=$REPS"
-      case $tree in
+      if [[ $PLAN == ucx ]]; then
+        echo 'BENCH_USB4_SIDES="up ours"'
+        echo 'BENCH_USB4_ONLY="ucx lat bw"'
+        ucx_conf
+      else case $tree in
         # The only backend hellas-main offers is kernel commands: ours against
         # upstream, and upstream against itself (up2) for the noise band.
         hellas-main | hellas-gda-v2) echo 'BENCH_USB4_SIDES="up ours up2"' ;;
@@ -204,24 +221,24 @@ usb4_plan() {
           echo 'BENCH_BW_TOOLS="ib_write_bw ib_send_bw"'
           echo 'BENCH_RATE_TOOLS="ib_write_bw"'
           echo 'BENCH_DEADLINE_S=1500' ;;
-      esac
+      esac; fi
       [[ $PLAN == control ]] && echo "BENCH_USB4_ONLY=\"${BENCH_USB4_ONLY:-ctrl gloo event}\""
-      [[ ($PLAN == usb4 || $PLAN == control) && -n ${BENCH_USB4_CONF:-} ]] && cat "$BENCH_USB4_CONF"
+      [[ ($PLAN == usb4 || $PLAN == control || $PLAN == ucx) && -n ${BENCH_USB4_CONF:-} ]] && cat "$BENCH_USB4_CONF"
     } > "$files/bench.conf"
     raw=$OUT/raw-$name-$tree.log
     loads=$OUT/hostload-$name-$tree.txt
     : > "$loads"
     (while :; do echo "$(date +%s) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$loads"; sleep 20; done) &
     sampler=$!
-    log "VM boot (usb4 plan, tree $tree, $REPS reps); serial log under build/vm/"
+    log "VM boot ($name plan, tree $tree, $userland userland, $REPS reps); serial log under build/vm/"
     t0=$(date +%s)
     # The commit the guest's files come from, taken before the boot (a commit made
     # while it runs is not what ran); -dirty when tracked files differ from it.
     commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
     rc=0
-    USB4_TREE=$tree USB4_MODULE_SRC=$src USB4_PROVIDER_SO=$provider \
-      VM_EXTRA_DEBS="perftest strace ${VM_EXTRA_DEBS:-}" VM_FILES=$files \
-      VM_GUEST_SCRIPT=$script VM_TIMEOUT=${VM_TIMEOUT:-2100} \
+    USB4_TREE=$tree USB4_MODULE_SRC=$src USB4_PROVIDER_SO=$provider USERLAND=$userland \
+      VM_EXTRA_DEBS="$debs ${VM_EXTRA_DEBS:-}" VM_FILES=$files \
+      VM_GUEST_SCRIPT=$script VM_TIMEOUT=${VM_TIMEOUT:-$timeout} \
       tests/vm/run.sh > "$raw" || rc=$?
     kill "$sampler" 2>/dev/null || true
     {
@@ -233,6 +250,63 @@ usb4_plan() {
     ((rc == 0)) || log "VM run reported failures (exit $rc); see $raw"
   done
 }
+# ucx_conf: the bench.conf lines of the UCX plan (tests/bench/guest-ucx.sh): its steps ucx,
+# lat and bw, perftest narrowed to the rows its UCX cases sit beside (ib_send_lat at the
+# tag_lat sizes, ib_send_bw and ib_write_bw at the bandwidth sizes, 1 QP, no rate).
+ucx_conf() {
+  local lat=${BENCH_UCX_LAT_SIZES:-2 8192} bw=${BENCH_UCX_BW_SIZES:-64 65536}
+  echo "BENCH_UCX_LAT_SIZES=\"$lat\""
+  echo "BENCH_UCX_BW_SIZES=\"$bw\""
+  echo "BENCH_UCX_AM_SIZES=\"${BENCH_UCX_AM_SIZES:-64 4096}\""
+  echo "BENCH_UCX_TESTS=\"${BENCH_UCX_TESTS:-tag_lat tag_bw put_bw am_bw}\""
+  echo 'BENCH_LAT_TOOLS="ib_send_lat"'
+  echo "BENCH_LAT_SIZES=\"$lat\""
+  echo 'BENCH_BW_TOOLS="ib_send_bw ib_write_bw"'
+  # perftest's send bandwidth also at the am_bw sizes, so each UCX row has one beside it.
+  echo "BENCH_BW_SIZES=\"$(echo "$bw ${BENCH_UCX_AM_SIZES:-64 4096}" | tr ' ' '\n' | sort -nu | tr '\n' ' ' | sed 's/ $//')\""
+  echo 'BENCH_BW_QPS="1"'
+  echo 'BENCH_RATE_TOOLS=""'
+  # Each ucx_perftest run takes 10-40 s under TCG on a loaded host (process start and
+  # wire-up): a deadline after which no case starts, inside the boot's VM_TIMEOUT.
+  echo "BENCH_DEADLINE_S=${BENCH_UCX_DEADLINE_S:-2700}"
+}
+
+# 3b'. The UCX plan on rxe: ucx_perftest and the matching perftest rows through ours and
+# librxe in one boot of tests/vm (Debian 12: UCX 1.13, whose ud_verbs serves the wire-up
+# on rxe); its raw lines go to build/bench/results/ucx-rxe.log.
+ucx_rxe() {
+  local files=$OUT/files-ucx raw=$OUT/raw-ucx-rxe.log rc=0 t0 provider=${BENCH_PROVIDER:-build/libusb4_rdma.so} commit
+  rm -rf "$files"; mkdir -p "$files"
+  [[ -f $provider ]] || { echo "bench: $provider missing: run make build" >&2; return 1; }
+  cp "$provider" "$files/libusb4_rdma-rdmav34.so"
+  cp "$(dirname "$provider")/libusb4_rdma-go.so" "$files/"
+  cp tests/bench/guest-ucx.sh "$files/"
+  {
+    echo "BENCH_MODE=ab"
+    echo "BENCH_REPS=$REPS"
+    echo 'CAND_ENV="RDMAV_DRIVERS=/opt/usb4verbs/libusb4_rdma USB4VERBS_CLAIM_RXE=1"'
+    echo 'BENCH_RXE_ONLY="ucx lat bw"'
+    ucx_conf
+    [[ -n ${BENCH_USB4_CONF:-} ]] && cat "$BENCH_USB4_CONF"
+  } > "$files/bench.conf"
+  commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+  log "VM boot (ucx plan, rxe, $REPS reps); serial log under build/vm/"
+  local loads=$OUT/hostload-ucx-rxe.txt sampler
+  : > "$loads"
+  (while :; do echo "$(date +%s) $(cut -d' ' -f1-3 /proc/loadavg)" >> "$loads"; sleep 20; done) &
+  sampler=$!
+  t0=$(date +%s)
+  VM_EXTRA_DEBS="perftest ucx-utils ${VM_EXTRA_DEBS:-}" VM_FILES=$files VM_GUEST_SCRIPT=$REPO/tests/bench/guest.sh \
+    VM_TIMEOUT=${VM_TIMEOUT:-3300} tests/vm/run.sh > "$raw" || rc=$?
+  kill "$sampler" 2>/dev/null || true
+  {
+    echo "@@BENCHINFO what=host boot_s=$(($(date +%s) - t0)) vm_rc=$rc nproc=$(nproc) date=$(date -u +%FT%TZ) git=$commit plan=ucx tree=rxe"
+    awk '{ printf "@@BENCHINFO what=hostload t=%s load1=%s load5=%s load15=%s\n", $1, $2, $3, $4 }' "$loads"
+  } >> "$raw"
+  log "ucx rxe: $(grep -c '^@@BENCH ' "$raw") samples, $(grep -c '^@@BENCHFAIL' "$raw" || true) failures, $(($(date +%s) - t0)) s"
+  cp "$raw" "$RUN_RESULTS/ucx-rxe.log"
+}
+
 # 3c. The control plan on rxe (issue 34): ctrlbench through ours and librxe in one
 # boot of tests/vm; its raw lines go to build/bench/results/control-rxe.log.
 control_rxe() {
@@ -256,7 +330,11 @@ control_rxe() {
 if [[ ${BENCH_SKIP_VM:-0} != 1 && $PLAN == control && ${BENCH_CONTROL_RXE:-1} == 1 ]]; then
   control_rxe
 fi
-if [[ ${BENCH_SKIP_VM:-0} != 1 && ( $PLAN == usb4 || $PLAN == full || ( $PLAN == control && ${BENCH_CONTROL_USB4:-1} == 1 ) ) ]]; then
+if [[ ${BENCH_SKIP_VM:-0} != 1 && $PLAN == ucx && ${BENCH_UCX_RXE:-1} == 1 ]]; then
+  ucx_rxe
+fi
+if [[ ${BENCH_SKIP_VM:-0} != 1 && ( $PLAN == usb4 || $PLAN == full || ( $PLAN == control && ${BENCH_CONTROL_USB4:-1} == 1 ) \
+  || ( $PLAN == ucx && ${BENCH_UCX_USB4:-1} == 1 ) ) ]]; then
   usb4_plan
 fi
 

@@ -149,7 +149,8 @@ sides_for() {
 }
 
 # step NAME: whether this boot runs step NAME (BENCH_USB4_ONLY: a list of micro footprint
-# ctrl gloo sys pair proc rate event lat bw; empty or unset: every step).
+# ctrl gloo sys pair proc ucx rate event lat bw; empty or unset: every step; ucx only where
+# scripts/bench.sh put guest-ucx.sh into the image, BENCH_PLAN=ucx).
 step() {
   [ -z "${BENCH_USB4_ONLY:-}" ] && return 0
   case " $BENCH_USB4_ONLY " in *" $1 "*) return 0 ;; esac
@@ -158,7 +159,7 @@ step() {
 
 over_time() {
   [ "$(elapsed)" -lt "$DEADLINE_S" ] && return 1
-  echo "@@BENCHINFO truncated=1 at=$* elapsed_s=$(elapsed)"
+  echo "@@BENCHINFO truncated=1 at=\"$*\" elapsed_s=$(elapsed)"
   return 0
 }
 
@@ -225,7 +226,7 @@ perf() {
   # samples were disturbed (preempted) gives 0 MHz, which it prints as an inf latency
   # (linux-rdma/perftest:src/get_clock.c sample_get_cpu_mhz, r^2 < 0.9).
   grep -h 'Correlation coefficient' "$WORK/cli.log" "$WORK/srv.log" 2>/dev/null | head -n 1 |
-    sed "s/^/@@BENCHINFO calibration=failed mode=$MODE $tag: /"
+    tr -d '"' | sed "s/^/@@BENCHINFO calibration=failed mode=$MODE $tag text=\"/; s/\$/\"/"
 }
 
 case_reps() {
@@ -579,6 +580,14 @@ for t in $BW_TOOLS; do
     done
   done
 done
+# 6. ucx_perftest over rc_verbs through each side (tests/bench/guest-ucx.sh, BENCH_PLAN=ucx,
+# on a userland with UCX 1.16+), beside the perftest rows of step 5, which that plan narrows
+# to the matching ones; last, because its runs take many times perftest's.
+if step ucx && [ -f "$BIN/guest-ucx.sh" ]; then
+  # shellcheck source=tests/bench/guest-ucx.sh
+  . "$BIN/guest-ucx.sh"
+  ucx_step
+fi
 [ -f "$WORK/usb4_rdma.driver.saved" ] && mv "$WORK/usb4_rdma.driver.saved" "$DRIVER_FILE"
 echo "@@BENCHINFO what=done elapsed_s=$(elapsed) loadavg=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
 exit 0

@@ -182,9 +182,18 @@ perf() {
 # load over the run hits both sides alike.
 sides_for() { if [ $(($1 % 2)) -eq 1 ]; then echo "ours librxe"; else echo "librxe ours"; fi; }
 
+# step NAME: whether this boot runs step NAME (BENCH_RXE_ONLY: a list of micro footprint
+# proc ucx rate lat bw; unset or empty: every step; ucx only where scripts/bench.sh put
+# guest-ucx.sh into the image, BENCH_PLAN=ucx).
+step() {
+  [ -z "${BENCH_RXE_ONLY:-}" ] && return 0
+  case " $BENCH_RXE_ONLY " in *" $1 "*) return 0 ;; esac
+  return 1
+}
+
 over_time() {
   [ "$(elapsed)" -lt "$DEADLINE_S" ] && return 1
-  echo "@@BENCHINFO truncated=1 at=$* elapsed_s=$(elapsed)"
+  echo "@@BENCHINFO truncated=1 at=\"$*\" elapsed_s=$(elapsed)"
   return 0
 }
 
@@ -260,6 +269,7 @@ for f in "$BIN"/*.so; do [ -e "$f" ] && echo "@@BENCHINFO file=${f##*/} sha256=$
 # 1. Which provider serves the device, micro costs, first open (cheap; first so it
 # always runs).
 rep=1
+step micro || rep=$((REPS + 1))
 while [ $rep -le "$REPS" ]; do
   for s in $(sides_for $rep); do
     # shellcheck disable=SC2046,SC2086
@@ -300,6 +310,7 @@ footprint() {
 }
 rm -f "$DRIVER_FILE"
 rep=1
+step footprint || rep=$((REPS + 1))
 while [ $rep -le "$REPS" ]; do
   if [ $((rep % 2)) -eq 1 ]; then order="nopkg installed librxe ours"; else order="ours librxe installed nopkg"; fi
   for s in $order; do footprint "$s" $rep; done
@@ -308,12 +319,16 @@ done
 
 # 2. Memory and threads.
 rep=1
+step proc || rep=4
 while [ $rep -le 3 ]; do
   for s in $(sides_for $rep); do procstat "$s" $rep; done
   rep=$((rep + 1))
 done
 
 # 3. Message rate at 8 B with a post list.
+step rate || RATE_TOOLS=""
+step lat || LAT_TOOLS=""
+step bw || BW_TOOLS=""
 for t in $RATE_TOOLS; do
   over_time "$t rate" && break
   case_reps "$t" 8 1 "$POST_LIST" rate
@@ -336,5 +351,13 @@ for t in $BW_TOOLS; do
     done
   done
 done
+# 5. ucx_perftest over rc_verbs through both sides (tests/bench/guest-ucx.sh), beside
+# the perftest rows of steps 3 and 4 (BENCH_PLAN=ucx narrows those to the matching ones);
+# last, because its runs take many times perftest's.
+if step ucx && [ -f "$BIN/guest-ucx.sh" ]; then
+  # shellcheck source=tests/bench/guest-ucx.sh
+  . "$BIN/guest-ucx.sh"
+  ucx_step
+fi
 echo "@@BENCHINFO what=done elapsed_s=$(elapsed) loadavg=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
 exit 0

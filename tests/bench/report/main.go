@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	results := flag.String("results", "tests/bench/results", "directory with aa.log, ab.log, micro-aa.log, micro-ab.log, host.txt, notes.md")
+	results := flag.String("results", "tests/bench/results", "directory with aa.log, ab.log, micro-aa.log, micro-ab.log, usb4-*.log, control-*.log, ucx-*.log, host.txt, notes*.md")
 	docPath := flag.String("doc", "docs/benchmarks.md", "markdown file to write")
 	svgDir := flag.String("svgdir", "docs", "directory for benchmarks-latency.svg and benchmarks-bandwidth.svg")
 	flag.Parse()
@@ -56,8 +56,14 @@ func run(results, docPath, svgDir string) error {
 	if d.ControlNotes, err = readControlNotes(results); err != nil {
 		return err
 	}
-	if d.AA == nil && d.AB == nil && len(d.USB4) == 0 && len(d.Control) == 0 {
-		return fmt.Errorf("no aa.log, ab.log, micro-*.log or usb4-*.log in %s: run make bench first", results)
+	if d.UCX, err = loadUCX(results); err != nil {
+		return err
+	}
+	if d.UCXNotes, err = readOptional(filepath.Join(results, "notes-ucx.md")); err != nil {
+		return err
+	}
+	if d.AA == nil && d.AB == nil && len(d.USB4) == 0 && len(d.Control) == 0 && len(d.UCX) == 0 {
+		return fmt.Errorf("no aa.log, ab.log, micro-*.log, usb4-*.log, control-*.log or ucx-*.log in %s: run make bench first", results)
 	}
 	if d.USB4Notes, err = readOptional(filepath.Join(results, "notes-usb4.md")); err != nil {
 		return err

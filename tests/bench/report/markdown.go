@@ -23,6 +23,9 @@ type Doc struct {
 	// part of usb4-*.log, with results/notes-control.md.
 	Control      []ControlRun
 	ControlNotes string
+	// UCX is the UCX plan (issue 35): ucx-*.log, with results/notes-ucx.md.
+	UCX      []UCXRun
+	UCXNotes string
 }
 
 // providerNames labels the two sides of a run.
@@ -71,6 +74,10 @@ func WriteDoc(w io.Writer, d Doc) error {
 		p("librxe on rxe and against the module's C provider on the usb4 bed, with gloo's event-driven pattern and perftest's\n")
 		p("event mode on the bed.\n\n")
 	}
+	if len(d.UCX) > 0 {
+		p("Then **UCX** (`BENCH_PLAN=ucx`, issue 35): ucx_perftest over `rc_verbs` beside perftest, in the same boot, through\n")
+		p("ours and librxe on rxe and through ours and the module's C provider on the usb4 bed.\n\n")
+	}
 	if strings.TrimSpace(d.Notes) != "" {
 		p("## Summary and analysis\n\n%s\n", strings.TrimSpace(d.Notes))
 	}
@@ -98,6 +105,7 @@ func WriteDoc(w io.Writer, d Doc) error {
 		writeUSB4(p, d.USB4, d.USB4Notes)
 	}
 	writeControl(p, d.Control, d.ControlNotes)
+	writeUCX(p, d.UCX, d.UCXNotes)
 	p("## Host micro-benchmarks (Go, provider/dataplane)\n\n")
 	writeHost(p, d.Host)
 	return bw.Flush()

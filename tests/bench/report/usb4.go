@@ -224,16 +224,24 @@ func SysPerMessage(run *Run) []sysPerMsg {
 		out = append(out, r)
 	}
 	order := map[string]int{SideUp: 0, SideOurs: 1, SideOursDV: 2, SideOursKC: 3, SideUp2: 4}
-	endOrder := map[string]int{"cli": 0, "srv": 1, "module": 2}
+	// Every end and side has its own rank (an end missing here, such as microbench's
+	// "pair" and "note", tied with "cli" and made the order depend on the map's).
+	endOrder := map[string]int{"cli": 0, "pair": 0, "srv": 1, "module": 2, "note": 3}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.Tool != b.Tool {
 			return a.Tool > b.Tool // ib_write_lat first
 		}
 		if a.End != b.End {
-			return endOrder[a.End] < endOrder[b.End]
+			if endOrder[a.End] != endOrder[b.End] {
+				return endOrder[a.End] < endOrder[b.End]
+			}
+			return a.End < b.End
 		}
-		return order[a.Side] < order[b.Side]
+		if order[a.Side] != order[b.Side] {
+			return order[a.Side] < order[b.Side]
+		}
+		return a.Side < b.Side
 	})
 	return out
 }

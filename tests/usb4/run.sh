@@ -192,7 +192,7 @@ usb4_ring_boot() {
 # against that userland's own Open MPI, from its .debs), the module's C provider beside
 # them with Debian 12's libibverbs 44 (the rdma-core it is built against) in front, and a
 # cable pull under ucx_perftest. Stdout also kept in build/usb4/TREE.ucx.out.
-# USB4_UCX_ITERS (ucx_perftest -n: 200, TEST_FULL=1 1000), USB4_UCX_MPI_ITERS (5; 20),
+# USB4_UCX_ITERS (ucx_perftest -n: 100, TEST_FULL=1 1000), USB4_UCX_MPI_ITERS (3; 20),
 # USB4_UCX_CASES (an ERE over perftest tag_lat tag_bw put_bw am_bw ompi cprovider cable_pull).
 usb4_ucx_boot() {
   local files="$REPO/build/usb4/ucx-files-$1" ompi="$REPO/build/usb4/ompi-trixie" debs d
@@ -217,7 +217,7 @@ usb4_ucx_boot() {
   install -m755 "$USB4DIR/guest-ucx.sh" "$files/guest-ucx.sh"
   install -m755 "$USB4DIR/ucx-rank.sh" "$files/ucx-rank.sh"
   install -m644 "$USB4DIR/guest-listen.sh" "$files/guest-listen.sh"
-  local iters=200 mpiters=5 ncases=${USB4_UCX_CASES:-}
+  local iters=100 mpiters=3 ncases=${USB4_UCX_CASES:-}
   [[ ${TEST_FULL:-0} == 1 ]] && iters=1000 mpiters=20
   printf 'UCX_ITERS=%s\nMPI_ITERS=%s\nUCX_CASES='"'"'%s'"'"'\n' "${USB4_UCX_ITERS:-$iters}" "${USB4_UCX_MPI_ITERS:-$mpiters}" \
     "${ncases//\'/}" > "$files/ucx.conf"

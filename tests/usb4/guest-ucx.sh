@@ -292,7 +292,7 @@ if want cable_pull; then
     # "native SEND active timeout ... completion error status=21"), as guest-diag.sh's
     # cause check, and not a transport timeout of UCX's. The client's cause is a note:
     # its device goes with the same cable, but it may hear of the server's end first.
-    why=$(grep -m1 -oE 'IB Async event on [^ ]+: [a-z ]+|Fatal: .*(CQ -5|returned 5)|completion\[[0-9]+\] with error on [^/ ]+[^:]*: [a-z ]+|[A-Za-z_ ()]*(ret=5|returned 5)[^A-Za-z]*Input/output error|Input/output error|Endpoint timeout|Connection reset by remote peer|Destination is unreachable' /tmp/ucx.pull.$side)
+    why=$(grep -m1 -oE 'IB Async event on [^ ]+: [a-z ]+|Fatal: .*(CQ -5|returned 5)|completion\[[0-9]+\] with error on [^/ ]+[^:]*: [a-z ]+|[A-Za-z_ ()]*(ret=5|returned 5)[^A-Za-z]*Input/output error|Input/output error|returned [0-9]+ \([^)]*\)|Endpoint timeout|Connection reset by remote peer|Destination is unreachable' /tmp/ucx.pull.$side)
     if [ $side = client ]; then
       echo "#   client: pulled at $pulled_at s, ended at $end s on: ${why:-nothing named in its log}"
       continue

@@ -195,7 +195,7 @@ usb4_ring_boot() {
 # USB4_UCX_ITERS (ucx_perftest -n: 100, TEST_FULL=1 1000), USB4_UCX_MPI_ITERS (3; 20),
 # USB4_UCX_CASES (an ERE over perftest tag_lat tag_bw put_bw am_bw ompi cprovider cable_pull).
 usb4_ucx_boot() {
-  local files="$REPO/build/usb4/ucx-files-$1" ompi="$REPO/build/usb4/ompi-trixie" debs d
+  local files="$REPO/build/usb4/ucx-files-$1" ompi="$REPO/build/usb4/ompi-trixie-$1" debs d
   rm -rf "$files"; mkdir -p "$files/upstream" "$files/ibverbs44"
   # The guest userland's Open MPI headers and library, from the same .debs the image uses.
   debs=$(

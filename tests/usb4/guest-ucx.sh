@@ -159,8 +159,11 @@ if want ompi; then
   if [ $orc = 0 ] && [ -n "$payload" ]; then
     pass ompi/mpirun "rc 0, 2 ranks: $dev0 and $dev1"
   else
-    fail ompi/mpirun "rc $orc: $(grep -v '^\[' /tmp/ompi.ours.out /tmp/ompi.ours.rank*.err 2>/dev/null | grep -iE 'error|fail|abort|unreach' | head -n 4 | tr '\n' ' ')"
-    tail -n 30 /tmp/ompi.ours.out | sed 's/^/#   /'
+    fail ompi/mpirun "rc $orc: $(grep -hE 'Fatal:|UCX  ERROR|Error:|MPI_ABORT|signal' /tmp/ompi.ours.out /tmp/ompi.ours.rank*.err /tmp/ompi.ours.rank*.out 2>/dev/null | grep -v '|' | head -n 4 | tr '\n' ' ')"
+    for f in /tmp/ompi.ours.out /tmp/ompi.ours.rank0.err /tmp/ompi.ours.rank1.err; do
+      echo "# $f:"; grep -v '^\[.*|' "$f" | grep -v '^ *[0-9]*  */' | tail -n 15 | sed 's/^/#   /'
+    done
+    echo "# dmesg:"; dmesg | grep thunderbolt_ibverbs | grep -v 'native retransmit' | tail -n 8 | sed 's/^/#   /'
   fi
   # The bytes went over the cable: tbloop delivered at least the ring's payload (the
   # allreduce's, the headers, credits and acks come on top).

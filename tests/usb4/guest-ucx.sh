@@ -159,9 +159,9 @@ if want ompi; then
   if [ $orc = 0 ] && [ -n "$payload" ]; then
     pass ompi/mpirun "rc 0, 2 ranks: $dev0 and $dev1"
   else
-    fail ompi/mpirun "rc $orc: $(grep -hE 'Fatal:|UCX  ERROR|Error:|MPI_ABORT|signal' /tmp/ompi.ours.out /tmp/ompi.ours.rank*.err /tmp/ompi.ours.rank*.out 2>/dev/null | grep -v '|' | head -n 4 | tr '\n' ' ')"
-    for f in /tmp/ompi.ours.out /tmp/ompi.ours.rank0.err /tmp/ompi.ours.rank1.err; do
-      echo "# $f:"; grep -v '^\[.*|' "$f" | grep -v '^ *[0-9]*  */' | tail -n 15 | sed 's/^/#   /'
+    fail ompi/mpirun "rc $orc: $(for r in 0 1; do grep -hE 'Fatal:|UCX  ERROR|Error:' /tmp/ompi.ours.rank$r.out /tmp/ompi.ours.rank$r.err 2>/dev/null | grep -v '|' | head -n 2 | sed "s/^/rank $r: /"; done | tr '\n' ' ')"
+    for f in /tmp/ompi.ours.out /tmp/ompi.ours.rank0.out /tmp/ompi.ours.rank0.err /tmp/ompi.ours.rank1.out /tmp/ompi.ours.rank1.err; do
+      echo "# $f:"; grep -v '^\[.*|' "$f" | grep -v '\] \[ *[0-9]*\] /' | tail -n 15 | sed 's/^/#   /'
     done
     echo "# dmesg:"; dmesg | grep thunderbolt_ibverbs | grep -v 'native retransmit' | tail -n 8 | sed 's/^/#   /'
   fi

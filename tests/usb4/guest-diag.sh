@@ -193,7 +193,7 @@ max_srq=$(ibv_devinfo -v -d "$dev0" 2> /dev/null | sed -n 's/^[[:space:]]*max_sr
 ucxver=$(ucx_info -v 2> /dev/null | sed -n 's/.*[Vv]ersion[=: ]*\([0-9][0-9]*\)\.\([0-9][0-9]*\).*/\1 \2/p' | head -n 1)
 ucxifc=$(ip -o -4 addr show | awk -v ip="${USB4VERBS_IP0:-}" '{ split($4, a, "/"); if (a[1] == ip) { print $2; exit } }')
 if [ "${max_srq:-0}" != 0 ] && [ -n "$ucxver" ] && [ "$(echo "$ucxver" | awk '{ print ($1 > 1 || ($1 == 1 && $2 >= 16)) }')" != 1 ]; then
-  ucx_why="UCX ${ucxver% *}.${ucxver#* } takes no TCP auxiliary transport (1.16+), and the module has no UD for ud_verbs: rc_verbs cannot wire up"
+  ucx_why="UCX ${ucxver% *}.${ucxver#* } takes no TCP auxiliary transport (1.16+), and the module has no UD for ud_verbs: rc_verbs cannot wire up; the cable pull under ucx_perftest runs in the UCX boot instead (tests/usb4/guest-ucx.sh, Debian 13 userland, UCX 1.18: usb4/$tree/ucx/cable_pull/*)"
   max_srq=0
 fi
 if [ "${max_srq:-0}" != 0 ] && command -v ucx_perftest > /dev/null \

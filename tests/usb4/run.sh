@@ -95,7 +95,7 @@ for tree in "${trees[@]}"; do
     result SKIP "usb4/$tree" "$why"
     continue
   fi
-  if ((!diag_only)) && [[ ${USB4_RING_ONLY:-0} != 1 ]]; then
+  if ((!diag_only)) && [[ ${USB4_RING_ONLY:-0} != 1 && ${USB4_UCX_ONLY:-0} != 1 ]]; then
     # Only the real-kernel tests: the package's double tests ran on the host already.
     usb4_stock_files "$tree"
     t0=$SECONDS
@@ -106,12 +106,19 @@ for tree in "${trees[@]}"; do
     usb4_stock_keep "$tree" "${k#* }" $((SECONDS - t0))
   fi
   # One more boot for ibvinfo and the faults (guest-diag.sh) on USB4_DIAG_TREES.
-  if [[ ${USB4_RING_ONLY:-0} != 1 && " ${USB4_DIAG_TREES-hellas-main} " == *" $tree "* ]]; then usb4_diag_boot "$tree" "$tbloop" || rc=1; fi
+  if [[ ${USB4_RING_ONLY:-0} != 1 && ${USB4_UCX_ONLY:-0} != 1 && " ${USB4_DIAG_TREES-hellas-main} " == *" $tree "* ]]; then usb4_diag_boot "$tree" "$tbloop" || rc=1; fi
   # The four-host ring (guest-ring.sh) on USB4_RING_TREES; with TEST_FULL=1 on every
   # booted tree. USB4_RING_ONLY=1: this boot alone (the builds, then the ring).
   # USB4_RING_TOPOLOGIES (ring4): one boot each (lib/bed.sh USB4_TOPOLOGIES).
-  if ((!diag_only)) && [[ ${TEST_FULL:-0} == 1 || ${USB4_RING_ONLY:-0} == 1 || " ${USB4_RING_TREES-hellas-main} " == *" $tree "* ]]; then
+  if ((!diag_only)) && [[ ${USB4_UCX_ONLY:-0} != 1 ]] && [[ ${TEST_FULL:-0} == 1 || ${USB4_RING_ONLY:-0} == 1 || " ${USB4_RING_TREES-hellas-main} " == *" $tree "* ]]; then
     for t in ${USB4_RING_TOPOLOGIES:-ring4}; do usb4_ring_boot "$tree" "$tbloop" "$t" || rc=1; done
+  fi
+  # UCX and Open MPI (guest-ucx.sh, a Debian 13 userland) on USB4_UCX_TREES (none in CI's
+  # tier: the boot took 250-420 s on a loaded machine, and make test is at its 40 minutes;
+  # CI's tier runs ucx_perftest over the provider SRQ on rxe, tests/reliability); with
+  # TEST_FULL=1 on every booted tree. USB4_UCX_ONLY=1: the builds and this boot only.
+  if ((!diag_only)) && [[ ${USB4_RING_ONLY:-0} != 1 ]] && [[ ${TEST_FULL:-0} == 1 || ${USB4_UCX_ONLY:-0} == 1 || " ${USB4_UCX_TREES-} " == *" $tree "* ]]; then
+    usb4_ucx_boot "$tree" "$tbloop" || rc=1
   fi
 done
 "$USB4DIR/stock-doc.sh" "$REPO/build/usb4/stock-tools-usb4.md" || rc=1
@@ -178,6 +185,57 @@ usb4_ring_boot() {
     VM_GUEST_SCRIPT="$USB4DIR/guest-ring.sh" VM_TIMEOUT=${VM_TIMEOUT:-2400} \
     "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.$3.out" | grep -v -E '^[A-Za-z0-9+/=]{60,}$'
   return "${PIPESTATUS[0]}"
+}
+
+# usb4_ucx_boot TREE TBLOOP: one more boot, on a Debian 13 (trixie) userland (UCX 1.18: its
+# rc_verbs wires up over TCP as an auxiliary transport, which UCX takes from 1.16 on; Open
+# MPI 5.0), with guest-ucx.sh: ucx_perftest over rc_verbs through our provider's SRQ, Open
+# MPI over UCX between host 0's and host 1's device (tests/usb4/mpiring.c, built here
+# against that userland's own Open MPI, from its .debs), the module's C provider beside
+# them with Debian 12's libibverbs 44 (the rdma-core it is built against) in front, and a
+# cable pull under ucx_perftest. Stdout also kept in build/usb4/TREE.ucx.out.
+# USB4_UCX_ITERS (ucx_perftest -n: 100, TEST_FULL=1 1000), USB4_UCX_MPI_ITERS (3; 20),
+# USB4_UCX_CASES (an ERE over perftest tag_lat tag_bw put_bw am_bw ompi cprovider cable_pull).
+usb4_ucx_boot() {
+  local files="$REPO/build/usb4/ucx-files-$1" ompi="$REPO/build/usb4/ompi-trixie-$1" debs d
+  rm -rf "$files"; mkdir -p "$files/upstream" "$files/ibverbs44"
+  # The guest userland's Open MPI headers and library, from the same .debs the image uses.
+  debs=$(
+    exec {lk}>"$VMCACHE/.lock"; flock "$lk"
+    apt_use trixie && apt_fetch "$VMCACHE/debs/trixie" libopenmpi-dev libopenmpi40 &&
+      apt_use bookworm && apt_fetch "$VMCACHE/debs/bookworm" libibverbs1
+  ) || { result FAIL "usb4/$1/ucx/build" "cannot fetch trixie's libopenmpi-dev/libopenmpi40 or bookworm's libibverbs1"; return 1; }
+  rm -rf "$ompi"; mkdir -p "$ompi"
+  for d in $debs; do
+    case ${d##*/} in
+    libibverbs1_*) dpkg-deb -x "$d" "$ompi/v44" ;;
+    *) dpkg-deb -x "$d" "$ompi/root" ;;
+    esac
+  done
+  gcc -std=c11 -Wall -Wextra -Werror -O2 -g -I"$ompi/root/usr/lib/x86_64-linux-gnu/openmpi/include" \
+    -o "$files/mpiring" "$USB4DIR/mpiring.c" "$ompi/root/usr/lib/x86_64-linux-gnu/libmpi.so.40" -Wl,--allow-shlib-undefined ||
+    { result FAIL "usb4/$1/ucx/build" "gcc tests/usb4/mpiring.c against trixie's Open MPI"; return 1; }
+  cp -a "$ompi"/v44/usr/lib/x86_64-linux-gnu/libibverbs.so.1* "$files/ibverbs44/"
+  install -m755 "$USB4DIR/guest-ucx.sh" "$files/guest-ucx.sh"
+  install -m755 "$USB4DIR/ucx-rank.sh" "$files/ucx-rank.sh"
+  install -m644 "$USB4DIR/guest-listen.sh" "$files/guest-listen.sh"
+  local iters=100 mpiters=3 ncases=${USB4_UCX_CASES:-}
+  [[ ${TEST_FULL:-0} == 1 ]] && iters=1000 mpiters=20
+  printf 'UCX_ITERS=%s\nMPI_ITERS=%s\nUCX_CASES='"'"'%s'"'"'\n' "${USB4_UCX_ITERS:-$iters}" "${USB4_UCX_MPI_ITERS:-$mpiters}" \
+    "${ncases//\'/}" > "$files/ucx.conf"
+  if [[ -n ${UPSTREAM_SO:-} && ${USB4_CPROVIDER:-1} != 0 ]]; then
+    install -m644 "$UPSTREAM_SO" "$files/upstream/libusb4_rdma-rdmav34.so"
+  else
+    echo "the module's C provider is not in this boot (USB4_CPROVIDER=0, or tests/bench/upstream-provider.sh failed: build/usb4/upstream/build.err)" > "$files/upstream/skip"
+  fi
+  local t0=$SECONDS r
+  USB4_TREE=$1 USB4_TBLOOP_SRC=$2 USERLAND=trixie VM_FILES="$files" \
+    VM_EXTRA_DEBS="ibverbs-utils ucx-utils openmpi-bin${VM_EXTRA_DEBS:+ $VM_EXTRA_DEBS}" \
+    VM_GUEST_SCRIPT="$USB4DIR/guest-ucx.sh" VM_TIMEOUT=${VM_TIMEOUT:-1500} \
+    "$VMDIR/run.sh" | tee "$REPO/build/usb4/$1.ucx.out"
+  r=${PIPESTATUS[0]}
+  log "usb4: $1 UCX boot: $((SECONDS - t0)) s of wall time"
+  return "$r"
 }
 
 # usb4_stock_files TREE: STOCK_FILES, the guest's /opt/usb4verbs: tests/stock/guest.sh

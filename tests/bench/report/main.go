@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -126,6 +127,39 @@ func loadRun(path string) (*Run, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
+}
+
+// namedRun is one boot's run and the name its file gives: results/<prefix>-<name>.log.
+type namedRun struct {
+	name string
+	run  *Run
+}
+
+// loadNamedRuns reads every results/<prefix>-*.log, first the one named first, then
+// the others by name.
+func loadNamedRuns(results, prefix, first string) ([]namedRun, error) {
+	paths, err := filepath.Glob(filepath.Join(results, prefix+"-*.log"))
+	if err != nil {
+		return nil, err
+	}
+	var out []namedRun
+	for _, path := range paths {
+		r, err := loadRun(path)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			continue
+		}
+		out = append(out, namedRun{strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), prefix+"-"), ".log"), r})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if (out[i].name == first) != (out[j].name == first) {
+			return out[i].name == first
+		}
+		return out[i].name < out[j].name
+	})
+	return out, nil
 }
 
 func readOptional(path string) (string, error) {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -20,33 +19,16 @@ type UCXRun struct {
 
 // loadUCX reads every results/ucx-*.log, rxe first, then the trees by name.
 func loadUCX(results string) ([]UCXRun, error) {
-	paths, err := filepath.Glob(filepath.Join(results, "ucx-*.log"))
-	if err != nil {
-		return nil, err
-	}
+	runs, err := loadNamedRuns(results, "ucx", "rxe")
 	var out []UCXRun
-	for _, path := range paths {
-		r, err := loadRun(path)
-		if err != nil {
-			return nil, err
-		}
-		if r == nil {
-			continue
-		}
-		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "ucx-"), ".log")
+	for _, nr := range runs {
 		base := SideUp
-		if name == "rxe" {
+		if nr.name == "rxe" {
 			base = SideLibrxe
 		}
-		out = append(out, UCXRun{Name: name, Base: base, Run: r})
+		out = append(out, UCXRun{Name: nr.name, Base: base, Run: nr.run})
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if (out[i].Name == "rxe") != (out[j].Name == "rxe") {
-			return out[i].Name == "rxe"
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out, nil
+	return out, err
 }
 
 // ucxPairs is each ucx_perftest test, what it does, its figure, and the perftest

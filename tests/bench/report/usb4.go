@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -32,29 +31,12 @@ type USB4Run struct {
 
 // loadUSB4 reads every results/usb4-*.log, hellas-main first, then by name.
 func loadUSB4(results string) ([]USB4Run, error) {
-	paths, err := filepath.Glob(filepath.Join(results, "usb4-*.log"))
-	if err != nil {
-		return nil, err
-	}
+	runs, err := loadNamedRuns(results, "usb4", "hellas-main")
 	var out []USB4Run
-	for _, path := range paths {
-		r, err := loadRun(path)
-		if err != nil {
-			return nil, err
-		}
-		if r == nil {
-			continue
-		}
-		tree := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "usb4-"), ".log")
-		out = append(out, USB4Run{Tree: tree, Run: r})
+	for _, nr := range runs {
+		out = append(out, USB4Run{Tree: nr.name, Run: nr.run})
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if (out[i].Tree == "hellas-main") != (out[j].Tree == "hellas-main") {
-			return out[i].Tree == "hellas-main"
-		}
-		return out[i].Tree < out[j].Tree
-	})
-	return out, nil
+	return out, err
 }
 
 // usb4Names labels the sides in tables and plots.

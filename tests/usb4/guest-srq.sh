@@ -83,21 +83,9 @@ rnr_moved() {
 pingpong() {
   side=$1 port=$2
   shift 2
-  env "$@" taskset 1 timeout 180 ibv_srq_pingpong -d "$USB4VERBS_DEV0" -g "$USB4VERBS_GID0" -n "$ITERS" -p "$port" \
-    > "/tmp/srqpp.$side.srv" 2>&1 &
-  sp=$!
-  if ! wait_listen $sp "$port"; then
-    wait $sp
-    echo "server exited before it listened (rc $?)" > "/tmp/srqpp.$side.cli"
-    return 99
-  fi
-  env "$@" taskset 2 timeout 180 ibv_srq_pingpong -d "$USB4VERBS_DEV1" -g "$USB4VERBS_GID1" -n "$ITERS" -p "$port" \
-    "$USB4VERBS_IP0" > "/tmp/srqpp.$side.cli" 2>&1
-  crc=$?
-  wait $sp
-  src=$?
-  [ $crc = 0 ] && [ $src != 0 ] && crc=$src
-  return $crc
+  serve "srqpp.$side" "$port" 180 \
+    env "$@" ibv_srq_pingpong -d "$USB4VERBS_DEV0" -g "$USB4VERBS_GID0" -n "$ITERS" -p "$port" -- \
+    env "$@" ibv_srq_pingpong -d "$USB4VERBS_DEV1" -g "$USB4VERBS_GID1" -n "$ITERS" -p "$port" "$USB4VERBS_IP0"
 }
 
 # watched NAME SECS CMD...: CMD with output in /tmp/NAME; after SECS it is killed, and

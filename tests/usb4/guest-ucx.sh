@@ -61,34 +61,6 @@ ucxenv="UCX_TLS=rc_verbs,tcp:aux UCX_RC_VERBS_TX_MIN_SGE=4 UCX_WARN_UNUSED_ENV_V
 ucxver=$(ucx_info -v 2>/dev/null | sed -n 's/^# Library version: //p' | head -n 1)
 echo "# ucx: UCX $ucxver; wire-up netdev ${ifc:-none}; $(mpirun.openmpi --version 2>/dev/null | head -n 1)"
 
-# serve NAME PORT SECS SRVCMD -- CLICMD: a server/client pair (no argument has a space),
-# output in /tmp/ucx.NAME.{srv,cli}; rc of the client (or the server's when the client
-# passed), 99 when the server never listened.
-serve() {
-  name=$1 port=$2 secs=$3
-  shift 3
-  srv='' cli='' side=srv
-  for w in "$@"; do
-    if [ "$w" = -- ]; then side=cli; continue; fi
-    if [ $side = srv ]; then srv="$srv $w"; else cli="$cli $w"; fi
-  done
-  # shellcheck disable=SC2086 # word lists
-  taskset 1 timeout "$secs" $srv > "/tmp/ucx.$name.srv" 2>&1 &
-  sp=$!
-  if ! wait_listen $sp "$port"; then
-    wait $sp
-    echo "server exited before it listened (rc $?)" > "/tmp/ucx.$name.cli"
-    return 99
-  fi
-  # shellcheck disable=SC2086
-  taskset 2 timeout "$secs" $cli > "/tmp/ucx.$name.cli" 2>&1
-  crc=$?
-  wait $sp
-  src=$?
-  [ $crc = 0 ] && [ $src != 0 ] && crc=$src
-  return $crc
-}
-
 # perftest SUFFIX PORT SECS ENV -- TEST: one ucx_perftest pair (ENV: words before the
 # command on both sides); TEST tag_lat tag_bw (UCP over UCX_TLS) or put_bw am_bw (UCT on
 # the device: no wire-up). rc as serve.
@@ -106,11 +78,11 @@ perftest() {
   case $t in
   tag_*)
     # shellcheck disable=SC2086
-    serve "$t$sfx" "$port" "$secs" env $env0 $ucxenv $dsrv ucx_perftest $mpi -p "$port" -- \
+    serve "ucx.$t$sfx" "$port" "$secs" env $env0 $ucxenv $dsrv ucx_perftest $mpi -p "$port" -- \
       env $env0 $ucxenv $dcli ucx_perftest $mpi -p "$port" -t $t $a0 "$USB4VERBS_IP0" ;;
   *)
     # shellcheck disable=SC2086
-    serve "$t$sfx" "$port" "$secs" env $env0 $ucxenv ucx_perftest $mpi -p "$port" $dsrv -- \
+    serve "ucx.$t$sfx" "$port" "$secs" env $env0 $ucxenv ucx_perftest $mpi -p "$port" $dsrv -- \
       env $env0 $ucxenv ucx_perftest $mpi -p "$port" $dcli -t $t $a0 "$USB4VERBS_IP0" ;;
   esac
 }

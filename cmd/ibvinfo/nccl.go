@@ -123,6 +123,10 @@ func ncclEnv(s *sysinfo.System, ps *peerSettings) []envVar {
 	// the QP otherwise.
 	env = append(env, envVar{"UCX_NET_DEVICES", ucxDevs}, envVar{"UCX_TLS", "rc_verbs,sm,self,tcp:aux"},
 		envVar{"UCX_RC_VERBS_TX_MIN_SGE", "4"})
+	// Open MPI's pml ucx takes only devices matching pml_ucx_devices, "mlx*" by
+	// default (Open MPI 5.0.7: ompi_info --param pml ucx --level 9), so it declines
+	// every usb4 device and MPI falls back to TCP; docs/srq.md "UCX and Open MPI".
+	env = append(env, envVar{"OMPI_MCA_pml_ucx_devices", "any"})
 	if real {
 		env = append(env, envVar{"NCCL_SOCKET_IFNAME", "=" + ps.Netdev}, envVar{"GLOO_SOCKET_IFNAME", ps.Netdev})
 	} else if ps.Netdev != "" {

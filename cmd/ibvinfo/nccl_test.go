@@ -27,6 +27,8 @@ func TestNCCLSettingsOnTheBed(t *testing.T) {
 		// rc_verbs wired up over TCP: the module has no UD (docs/srq.md).
 		"export UCX_TLS=rc_verbs,sm,self,tcp:aux\n",
 		"export UCX_RC_VERBS_TX_MIN_SGE=4\n",
+		// Open MPI 5's pml ucx declines devices not named mlx* by default.
+		"export OMPI_MCA_pml_ucx_devices=any\n",
 		"# the GIDs' netdev tbv0 is a virtual one",
 		"add it to UCX_NET_DEVICES",
 	} {

@@ -757,17 +757,7 @@ func TestUSB4ProviderSRQControl(t *testing.T) {
 		t.Error("a kernel SRQ command on a kernel without SRQs")
 		return unix.EOPNOTSUPP
 	}
-	var gotCap uapi.IbUverbsQpCap
-	var gotSRQ bool
-	qpCreate := methodKey(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_CREATE)
-	okCreate := k.methods[qpCreate]
-	k.methods[qpCreate] = func(call *fakeCall, out func(uint16) []byte, set func(uint16, uint64)) error {
-		gotSRQ = call.attr(uapi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE) != nil
-		if a := call.attr(uapi.UVERBS_ATTR_CREATE_QP_CAP); a != nil {
-			gotCap = *(*uapi.IbUverbsQpCap)(unsafe.Pointer(&a.in[0]))
-		}
-		return okCreate(call, out, set)
-	}
+	gotCap, gotSRQ := recordQPCreate(k)
 	var cmds []string
 	k.writeCmd[uapi.IB_USER_VERBS_CMD_MODIFY_QP] = func(in, out []byte) error {
 		r := (*uapi.IbUverbsModifyQp)(unsafe.Pointer(&in[0]))
@@ -814,8 +804,8 @@ func TestUSB4ProviderSRQControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gotSRQ || gotCap.MaxRecvWr != 1024 || gotCap.MaxRecvSge != 1 {
-		t.Fatalf("create_qp: srq handle sent %v, cap %+v; want none, 1024 receive WRs of 1 SGE", gotSRQ, gotCap)
+	if *gotSRQ || gotCap.MaxRecvWr != 1024 || gotCap.MaxRecvSge != 1 {
+		t.Fatalf("create_qp: srq handle sent %v, cap %+v; want none, 1024 receive WRs of 1 SGE", *gotSRQ, *gotCap)
 	}
 	if err := srq.Destroy(); !errors.Is(err, unix.EBUSY) {
 		t.Fatalf("destroy srq with a QP on it: %v, want EBUSY", err)
@@ -848,4 +838,21 @@ func BenchmarkReqNotifyThroughFakeSeam(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// recordQPCreate makes k's QP create keep what the provider sent: the capabilities
+// (the kernel receive queue a provider SRQ's QP gets) and whether an SRQ handle
+// went with them. The pointers read the last QP created.
+func recordQPCreate(k *fakeKernel) (*uapi.IbUverbsQpCap, *bool) {
+	gotCap, gotSRQ := new(uapi.IbUverbsQpCap), new(bool)
+	qpCreate := methodKey(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_CREATE)
+	okCreate := k.methods[qpCreate]
+	k.methods[qpCreate] = func(call *fakeCall, out func(uint16) []byte, set func(uint16, uint64)) error {
+		*gotSRQ = call.attr(uapi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE) != nil
+		if a := call.attr(uapi.UVERBS_ATTR_CREATE_QP_CAP); a != nil {
+			*gotCap = *(*uapi.IbUverbsQpCap)(unsafe.Pointer(&a.in[0]))
+		}
+		return okCreate(call, out, set)
+	}
+	return gotCap, gotSRQ
 }

@@ -36,17 +36,7 @@ func TestProviderSRQKnobOnRxe(t *testing.T) {
 				r.Base.MaxQpWr, r.Base.MaxSrq, r.Base.MaxSrqWr, r.Base.MaxSrqSge = 16384, 917503, 1048576, 27 // rxe's
 				return err
 			}
-			var gotCap uapi.IbUverbsQpCap
-			var gotSRQ bool
-			qpCreate := methodKey(uapi.UVERBS_OBJECT_QP, uapi.UVERBS_METHOD_QP_CREATE)
-			okCreate := k.methods[qpCreate]
-			k.methods[qpCreate] = func(call *fakeCall, out func(uint16) []byte, set func(uint16, uint64)) error {
-				gotSRQ = call.attr(uapi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE) != nil
-				if a := call.attr(uapi.UVERBS_ATTR_CREATE_QP_CAP); a != nil {
-					gotCap = *(*uapi.IbUverbsQpCap)(unsafe.Pointer(&a.in[0]))
-				}
-				return okCreate(call, out, set)
-			}
+			gotCap, gotSRQ := recordQPCreate(k)
 			c := openFake(t, k, rxe)
 			defer c.Close()
 			if c.ProviderSRQForced() != tc.provider {
@@ -86,8 +76,8 @@ func TestProviderSRQKnobOnRxe(t *testing.T) {
 			if _, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, SRQ: srq, Cap: QPCap{MaxSendWR: 8, MaxSendSGE: 1}}); err != nil {
 				t.Fatal(err)
 			}
-			if gotSRQ || gotCap.MaxRecvWr != 16384 || gotCap.MaxRecvSge != 1 {
-				t.Fatalf("create_qp: srq handle sent %v, cap %+v; want none, 16384 receive WRs of 1 SGE", gotSRQ, gotCap)
+			if *gotSRQ || gotCap.MaxRecvWr != 16384 || gotCap.MaxRecvSge != 1 {
+				t.Fatalf("create_qp: srq handle sent %v, cap %+v; want none, 16384 receive WRs of 1 SGE", *gotSRQ, *gotCap)
 			}
 		})
 	}
